@@ -1,0 +1,76 @@
+# ragsite — one command to run, one to test. See README.md.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+HOST ?= 127.0.0.1
+PORT ?= 8000
+MILVUS_PORT ?= 19530
+CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
+
+.PHONY: run test bench bench-ingest bench-retrieval setup install-dev migrate bootstrap fonts messages clean help
+
+help:
+	@echo "make run    — install, migrate, load the demo knowledge base and start web + worker + Milvus Lite"
+	@echo "make test   — install dev requirements and run the whole test suite"
+	@echo "make bench  — benchmarks (ingestion, retrieval); results in bench-results/"
+
+$(PY):
+	@command -v $(PYTHON) >/dev/null || { echo "需要 Python 3.11（$(PYTHON)）。"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed-base: requirements/base.txt | $(PY)
+	$(PIP) install --quiet -r requirements/base.txt
+	touch $@
+
+$(VENV)/.installed-dev: requirements/base.txt requirements/production.txt requirements/dev.txt | $(PY)
+	$(PIP) install --quiet -r requirements/dev.txt
+	touch $@ $(VENV)/.installed-base
+
+setup: $(VENV)/.installed-base fonts messages
+
+install-dev: $(VENV)/.installed-dev fonts messages
+
+# The demo PDFs embed a CJK font; without it their pages render blank and OCR finds nothing.
+fonts:
+	@if [ ! -f "$(CJK_FONT)" ] && [ -z "$$RAGSITE_CJK_FONT" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -qq fonts-wqy-microhei >/dev/null || { apt-get update -qq && apt-get install -y -qq fonts-wqy-microhei >/dev/null; }; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get install -y -qq fonts-wqy-microhei >/dev/null; \
+	  else echo "请安装中文字体 fonts-wqy-microhei，或用 RAGSITE_CJK_FONT 指定一个 TTF/TTC 字体文件。"; exit 1; fi; \
+	fi
+
+# English translations; Chinese is the source language and works without compiled catalogs.
+messages: $(PY)
+	@$(PY) scripts/compile_messages.py
+
+migrate: setup
+	$(PY) manage.py migrate --noinput
+
+bootstrap: migrate
+	$(PY) manage.py bootstrap
+
+run: bootstrap
+	@echo ""
+	@echo "  问答页面:  http://$(HOST):$(PORT)/"
+	@echo "  管理后台:  http://$(HOST):$(PORT)/admin/"
+	@echo "  API 文档:  http://$(HOST):$(PORT)/api/docs/"
+	@echo ""
+	HOST=$(HOST) PORT=$(PORT) MILVUS_PORT=$(MILVUS_PORT) $(VENV)/bin/honcho -f Procfile start
+
+test: install-dev
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: bench-ingest bench-retrieval
+
+bench-ingest: install-dev
+	$(PY) -m benchmarks.ingest
+
+bench-retrieval: install-dev
+	$(PY) -m benchmarks.retrieval
+
+clean:
+	rm -rf var bench-results .pytest_cache

@@ -1,0 +1,70 @@
+"""API-wide error shape: every error is JSON with a stable `code` and a human `detail`."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from ragsite.errors import DomainError
+from retrieval.contracts import RetrievalError
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, RetrievalError):
+        return Response(
+            {
+                "code": exc.code,
+                "detail": exc.message,
+                "channel_errors": [
+                    {"channel": e.channel, "error": e.error, "message": e.message} for e in exc.details
+                ],
+            },
+            status=exc.http_status,
+        )
+    if isinstance(exc, DomainError):
+        return Response(
+            {"code": exc.code, "detail": str(exc.message), **exc.extra},
+            status=exc.http_status,
+        )
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+
+    if isinstance(exc, exceptions.ValidationError):
+        response.data = {
+            "code": "invalid_request",
+            "detail": _first_message(exc.detail),
+            "errors": exc.detail,
+        }
+    elif isinstance(exc, exceptions.APIException):
+        codes = exc.get_codes()
+        code = codes if isinstance(codes, str) else exc.default_code
+        response.data = {"code": code, "detail": str(exc.detail)}
+    if response.status_code == status.HTTP_401_UNAUTHORIZED:
+        response.data["code"] = "not_authenticated"
+    return response
+
+
+def _first_message(detail) -> str:
+    """The first human message in a (possibly nested) DRF error structure."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            message = _first_message(value)
+            if message:
+                return message if key == "non_field_errors" else f"{key}: {message}"
+        return ""
+    if isinstance(detail, list):
+        for item in detail:
+            message = _first_message(item)
+            if message:
+                return message
+        return ""
+    return str(detail)

@@ -1,0 +1,255 @@
+"""Settings shared by every environment.
+
+Values come from the environment (django-environ); `.env.example` lists them all. Secrets have no
+defaults here: environments that need one (local, test) provide a throwaway value themselves.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+# A developer's `.env` is optional; real deployments set the environment directly.
+env_file = BASE_DIR / ".env"
+if env_file.exists():
+    environ.Env.read_env(str(env_file))
+
+VAR_DIR = Path(env("RAGSITE_VAR_DIR", default=str(BASE_DIR / "var")))
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=[])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    # daphne first so `runserver` serves ASGI (HTTP + WebSocket).
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "channels",
+    "django_eventstream",
+    "django_tasks",
+    "django_tasks_db",
+    "knowledge",
+    "retrieval",
+    "chat",
+    "evaluation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "ragsite.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.i18n",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "ragsite.wsgi.application"
+ASGI_APPLICATION = "ragsite.asgi.application"
+
+SQLITE_OPTIONS = {
+    # Web and worker share one SQLite file: wait for locks instead of failing, take the write
+    # lock at BEGIN so two writers cannot deadlock on a lock upgrade, and let readers run
+    # concurrently with a writer (WAL).
+    "timeout": 30,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(SQLITE_OPTIONS)
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "zh-hans"
+LANGUAGES = [("zh-hans", "简体中文"), ("en", "English")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = env("DJANGO_TIME_ZONE", default="Asia/Shanghai")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+MEDIA_URL = "media/"
+MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+
+# Files go through Django's storage API only: local disk by default, S3 / MinIO when a bucket
+# is configured.
+AWS_STORAGE_BUCKET_NAME = env("AWS_STORAGE_BUCKET_NAME", default="")
+if AWS_STORAGE_BUCKET_NAME:
+    AWS_S3_ENDPOINT_URL = env("AWS_S3_ENDPOINT_URL", default=None)
+    AWS_S3_REGION_NAME = env("AWS_S3_REGION_NAME", default=None)
+    AWS_ACCESS_KEY_ID = env("AWS_ACCESS_KEY_ID", default=None)
+    AWS_SECRET_ACCESS_KEY = env("AWS_SECRET_ACCESS_KEY", default=None)
+    AWS_DEFAULT_ACL = None
+    AWS_QUERYSTRING_AUTH = True
+    AWS_S3_FILE_OVERWRITE = False
+    DEFAULT_FILE_STORAGE_BACKEND = "storages.backends.s3.S3Storage"
+else:
+    DEFAULT_FILE_STORAGE_BACKEND = "django.core.files.storage.FileSystemStorage"
+
+STORAGES = {
+    "default": {"BACKEND": DEFAULT_FILE_STORAGE_BACKEND},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+REDIS_URL = env("REDIS_URL", default="")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "ragsite",
+        }
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "ragsite",
+        }
+    }
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+TASKS = {
+    "default": {
+        "BACKEND": "django_tasks_db.DatabaseBackend",
+        "QUEUES": ["default", "ingestion"],
+    }
+}
+
+REST_FRAMEWORK = {
+    # Token first: an unauthenticated API call then gets 401 with a WWW-Authenticate header.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "ragsite.api.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ragsite API",
+    "DESCRIPTION": "Knowledge bases, versions, documents, FAQs and retrieval.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOGIN_URL = "admin:login"
+
+# --- ragsite ---------------------------------------------------------------------------------
+# Upload limits: the size limit is enforced before anything is stored; the archive limits stop
+# zip bombs disguised as DOCX / XLSX / PPTX.
+RAG_MAX_UPLOAD_BYTES = env.int("RAG_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024)
+RAG_MAX_ARCHIVE_UNCOMPRESSED_BYTES = env.int(
+    "RAG_MAX_ARCHIVE_UNCOMPRESSED_BYTES", default=300 * 1024 * 1024
+)
+RAG_MAX_ARCHIVE_RATIO = env.int("RAG_MAX_ARCHIVE_RATIO", default=200)
+RAG_MAX_ARCHIVE_MEMBERS = env.int("RAG_MAX_ARCHIVE_MEMBERS", default=20000)
+RAG_MAX_FILES_PER_UPLOAD = env.int("RAG_MAX_FILES_PER_UPLOAD", default=50)
+
+RAG_PROVIDER = env("RAG_PROVIDER", default="local")
+# Embedding space given to new knowledge bases (fixed per knowledge base at creation).
+_EMBEDDING_DEFAULTS = {
+    "local": ("local-hash-lexical-v1", 512),
+    "dashscope": ("text-embedding-v4", 1024),
+    "openai": ("text-embedding-3-small", 1536),
+}
+RAG_EMBEDDING_MODEL = env(
+    "RAG_EMBEDDING_MODEL", default=_EMBEDDING_DEFAULTS.get(RAG_PROVIDER, ("", 0))[0]
+)
+RAG_EMBEDDING_DIMENSION = env.int(
+    "RAG_EMBEDDING_DIMENSION", default=_EMBEDDING_DEFAULTS.get(RAG_PROVIDER, ("", 0))[1]
+)
+MILVUS_URI = env("MILVUS_URI", default=str(VAR_DIR / "milvus" / "ragsite.db"))
+MILVUS_TOKEN = env("MILVUS_TOKEN", default="")
+MILVUS_COLLECTION_PREFIX = env("MILVUS_COLLECTION_PREFIX", default="ragsite")
+
+RAG_OCR_ENABLED = env.bool("RAG_OCR_ENABLED", default=True)
+RAG_OCR_SECONDS_PER_PAGE = env.float("RAG_OCR_SECONDS_PER_PAGE", default=20.0)
+# A document stuck in PARSING / INDEXING longer than this is re-queued when a worker starts.
+RAG_INGESTION_STALE_SECONDS = env.int("RAG_INGESTION_STALE_SECONDS", default=900)
+
+# L1 cache of cache epochs (seconds): short so a missed clear after commit heals quickly.
+RAG_EPOCH_L1_TTL_SECONDS = env.float("RAG_EPOCH_L1_TTL_SECONDS", default=5.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("DJANGO_LOG_LEVEL", default="INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "jieba": {"level": "WARNING"},
+    },
+}
+
+# Ingestion progress events (django-eventstream): stored in the database so a reconnecting
+# browser catches up; with Redis, pub/sub carries them between processes.
+EVENTSTREAM_STORAGE_CLASS = "django_eventstream.storage.DjangoModelStorage"
+EVENTSTREAM_CHANNELMANAGER_CLASS = "knowledge.eventstream.KnowledgeChannelManager"
+if REDIS_URL:
+    from urllib.parse import urlparse
+
+    _redis = urlparse(REDIS_URL)
+    EVENTSTREAM_REDIS = {
+        "host": _redis.hostname or "127.0.0.1",
+        "port": _redis.port or 6379,
+        "db": int((_redis.path or "/0").lstrip("/") or 0),
+        "password": _redis.password,
+    }

@@ -1,0 +1,37 @@
+"""Test settings: PostgreSQL when DATABASE_URL is set (CI), SQLite otherwise."""
+
+import tempfile
+from pathlib import Path
+
+from .base import *  # noqa: F401,F403
+from .base import env
+
+SECRET_KEY = "test-only-key"
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+
+# Each test run gets its own scratch area so parallel runs and leftovers never collide.
+TEST_VAR_DIR = Path(tempfile.mkdtemp(prefix="ragsite-test-"))
+MEDIA_ROOT = TEST_VAR_DIR / "media"
+MILVUS_URI = env("MILVUS_URI", default=str(TEST_VAR_DIR / "milvus.db"))
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A file, not shared-cache memory: threads in concurrency tests then get real locking
+    # (busy timeout, WAL) as in the embedded deployment, instead of "table is locked" errors.
+    DATABASES["default"]["TEST"] = {"NAME": str(TEST_VAR_DIR / "test.sqlite3")}  # noqa: F405
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+RAG_PROVIDER = "local"
+RAG_EMBEDDING_MODEL = "local-hash-lexical-v1"
+RAG_EMBEDDING_DIMENSION = 512
+RAG_MAX_UPLOAD_BYTES = 2 * 1024 * 1024
+
+# Tasks are recorded, not run, unless a test asks for it (see the `run_tasks` fixture): most
+# tests are about what gets queued, and ingestion tests drive the pipeline explicitly.
+TASKS = {
+    "default": {
+        "BACKEND": "django_tasks.backends.dummy.DummyBackend",
+        "QUEUES": ["default", "ingestion"],
+    }
+}

@@ -1,0 +1,23 @@
+from django.conf import settings
+from django.conf.urls.static import static
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from knowledge import views as knowledge_views
+from retrieval import views as retrieval_views
+
+urlpatterns = [
+    path("", knowledge_views.home, name="home"),
+    path("admin/knowledge/knowledgebase/<int:kb_pk>/hit-test/", retrieval_views.hit_test, name="hit-test"),
+    path("admin/", admin.site.urls),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("api/", include("knowledge.api.urls")),
+    path("api/", include("retrieval.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("events/kb/<int:kb_id>/", knowledge_views.kb_events, name="kb-events"),
+]
+
+if settings.DEBUG:
+    urlpatterns += static(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)
