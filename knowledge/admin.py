@@ -1,0 +1,563 @@
+"""Django admin for knowledge: staff-only, every write goes through `services`."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import ngettext
+
+from ragsite.errors import DomainError
+
+from . import services
+from .forms import FAQForm, SwitchVersionForm, UploadDocumentsForm
+from .models import (
+    FAQ,
+    CacheNamespace,
+    Chunk,
+    Document,
+    DocumentAsset,
+    DocumentStatus,
+    KnowledgeBase,
+    KnowledgeBaseVersion,
+    VersionActivation,
+    VersionStatus,
+)
+
+STATUS_COLOURS = {
+    "ready": "#15803d", "active": "#15803d", "failed": "#b91c1c", "building": "#b45309",
+    "queued": "#6b7280", "parsing": "#1d4ed8", "indexing": "#1d4ed8", "uploaded": "#6b7280",
+    "retired": "#6b7280",
+}
+
+
+def status_badge(value: str, label: str, **data: object):
+    attrs = format_html_join(" ", 'data-{}="{}"', ((k.replace("_", "-"), v) for k, v in data.items()))
+    return format_html(
+        '<span class="rag-status" {} style="color:{};font-weight:600">{}</span>',
+        attrs, STATUS_COLOURS.get(value, "#111827"), label,
+    )
+
+
+def _report(request: HttpRequest, error: DomainError) -> None:
+    messages.error(request, f"{error.message}（{error.code}）")
+
+
+# --- knowledge bases ---------------------------------------------------------------------------
+
+
+@admin.register(KnowledgeBase)
+class KnowledgeBaseAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "visibility", "active_version_label", "document_total", "faq_total", "hit_test_link", "updated_at"]
+    list_filter = ["visibility"]
+    search_fields = ["name", "slug", "description"]
+    filter_horizontal = ["allowed_groups"]
+    readonly_fields = ["embedding_model", "embedding_dimension", "active_version", "created_by", "created_at", "updated_at", "links"]
+    fieldsets = [
+        (None, {"fields": ["slug", "name", "description", "support_contact"]}),
+        (_lazy("访问控制"), {"fields": ["visibility", "allowed_groups"]}),
+        (_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model", "embedding_dimension"]}),
+        (_lazy("状态"), {"fields": ["active_version", "links", "created_by", "created_at", "updated_at"]}),
+    ]
+    actions = ["create_draft", "rollback_to_previous"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("active_version").annotate(
+            _documents=Count("documents", distinct=True), _faqs=Count("faqs", distinct=True)
+        )
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None:
+            fields += ["slug", "chunk_size_tokens", "chunk_overlap_tokens"]
+        return fields
+
+    @admin.display(description=_lazy("生效版本"), ordering="active_version__number")
+    def active_version_label(self, kb: KnowledgeBase):
+        return f"v{kb.active_version.number}" if kb.active_version_id else "—"
+
+    @admin.display(description=_lazy("文档数"), ordering="_documents")
+    def document_total(self, kb: KnowledgeBase) -> int:
+        return kb._documents
+
+    @admin.display(description=_lazy("FAQ 数"), ordering="_faqs")
+    def faq_total(self, kb: KnowledgeBase) -> int:
+        return kb._faqs
+
+    @admin.display(description=_lazy("命中测试"))
+    def hit_test_link(self, kb: KnowledgeBase):
+        return format_html('<a href="{}">{}</a>', reverse("hit-test", args=[kb.pk]), _("测试"))
+
+    @admin.display(description=_lazy("快捷入口"))
+    def links(self, kb: KnowledgeBase):
+        if not kb.pk:
+            return "—"
+        return format_html(
+            '<a href="{}?knowledge_base__id__exact={}">{}</a> · <a href="{}?knowledge_base__id__exact={}">{}</a> · '
+            '<a href="{}?knowledge_base={}">{}</a> · <a href="{}?knowledge_base__id__exact={}">{}</a> · '
+            '<a href="{}">{}</a>',
+            reverse("admin:knowledge_document_changelist"), kb.pk, _("文档"),
+            reverse("admin:knowledge_knowledgebaseversion_changelist"), kb.pk, _("版本"),
+            reverse("admin:knowledge_document_upload"), kb.pk, _("上传文档"),
+            reverse("admin:knowledge_faq_changelist"), kb.pk, _("FAQ"),
+            reverse("hit-test", args=[kb.pk]), _("命中测试"),
+        )
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            services.update_knowledge_base(
+                kb=obj, actor=request.user, name=obj.name, description=obj.description,
+                visibility=obj.visibility, support_contact=obj.support_contact,
+            )
+            return
+        kb = services.create_knowledge_base(
+            slug=obj.slug, name=obj.name, description=obj.description, visibility=obj.visibility,
+            support_contact=obj.support_contact, chunk_size_tokens=obj.chunk_size_tokens,
+            chunk_overlap_tokens=obj.chunk_overlap_tokens, actor=request.user,
+        )
+        obj.pk = kb.pk
+        obj.embedding_model, obj.embedding_dimension = kb.embedding_model, kb.embedding_dimension
+
+    @admin.action(description=_lazy("创建草稿版本（基于生效版本）"))
+    def create_draft(self, request, queryset):
+        for kb in queryset:
+            try:
+                version = services.create_draft_version(kb=kb, actor=request.user)
+            except DomainError as error:
+                _report(request, error)
+            else:
+                messages.success(request, _("已为 %(kb)s 创建草稿 v%(n)s。") % {"kb": kb.name, "n": version.number})
+
+    @admin.action(description=_lazy("回滚到上一个生效版本…"))
+    def rollback_to_previous(self, request, queryset):
+        return _confirm_switch(
+            self, request, queryset, action="rollback_to_previous",
+            title=_("回滚知识库"),
+            describe=lambda kb: _("%(kb)s：回滚到上一个生效版本") % {"kb": kb.name},
+            perform=lambda kb, reason: services.rollback_version(kb=kb, actor=request.user, reason=reason),
+        )
+
+
+def _confirm_switch(model_admin, request, queryset, *, action, title, describe, perform):
+    """Confirmation page with a required reason, then one service call per selected object."""
+    form = SwitchVersionForm(request.POST if request.POST.get("confirm") else None)
+    if request.POST.get("confirm") and form.is_valid():
+        for obj in queryset:
+            try:
+                activation = perform(obj, form.cleaned_data["reason"])
+            except DomainError as error:
+                _report(request, error)
+            else:
+                messages.success(
+                    request,
+                    _("%(kb)s 已切换到 v%(n)s（缓存世代 %(epoch)s）。")
+                    % {"kb": activation.knowledge_base.name, "n": activation.to_version.number, "epoch": activation.cache_epoch},
+                )
+        return None
+    return TemplateResponse(
+        request,
+        "admin/knowledge/confirm_switch.html",
+        {
+            **model_admin.admin_site.each_context(request),
+            "title": title,
+            "form": form,
+            "items": [describe(obj) for obj in queryset],
+            "queryset": queryset,
+            "action": action,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "opts": model_admin.model._meta,
+        },
+    )
+
+
+# --- versions ----------------------------------------------------------------------------------
+
+
+@admin.register(KnowledgeBaseVersion)
+class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "knowledge_base", "number", "label", "status_label", "document_total", "created_by", "created_at", "activated_at"]
+    list_filter = ["status", "knowledge_base"]
+    search_fields = ["label", "notes", "knowledge_base__name", "knowledge_base__slug"]
+    readonly_fields = ["knowledge_base", "number", "status", "based_on", "created_by", "created_at", "ready_at", "activated_at", "retired_at", "document_list"]
+    fields = ["knowledge_base", "number", "label", "notes", "status", "based_on", "created_by", "created_at", "ready_at", "activated_at", "retired_at", "document_list"]
+    actions = ["activate", "rollback", "mark_ready", "retire"]
+
+    def has_add_permission(self, request):
+        return False  # drafts are created from a knowledge base or by uploading documents
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # versions are retired, never deleted: the activation log refers to them
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("knowledge_base", "created_by").annotate(_documents=Count("documents"))
+
+    @admin.display(description=_lazy("状态"), ordering="status")
+    def status_label(self, version: KnowledgeBaseVersion):
+        return status_badge(version.status, version.get_status_display())
+
+    @admin.display(description=_lazy("文档数"), ordering="_documents")
+    def document_total(self, version: KnowledgeBaseVersion) -> int:
+        return version._documents
+
+    @admin.display(description=_lazy("文档"))
+    def document_list(self, version: KnowledgeBaseVersion):
+        rows = version.documents.order_by("title")
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "", '<li><a href="{}">{}</a> — {}</li>',
+                ((reverse("admin:knowledge_document_change", args=[d.pk]), d.title, d.get_status_display()) for d in rows),
+            ),
+        ) if rows else "—"
+
+    @admin.action(description=_lazy("发布所选版本…"))
+    def activate(self, request, queryset):
+        return _confirm_switch(
+            self, request, queryset, action="activate", title=_("发布版本"),
+            describe=lambda v: _("%(kb)s：发布 v%(n)s") % {"kb": v.knowledge_base.name, "n": v.number},
+            perform=lambda v, reason: services.activate_version(version=v, actor=request.user, reason=reason),
+        )
+
+    @admin.action(description=_lazy("回滚到所选版本…"))
+    def rollback(self, request, queryset):
+        return _confirm_switch(
+            self, request, queryset, action="rollback", title=_("回滚版本"),
+            describe=lambda v: _("%(kb)s：回滚到 v%(n)s") % {"kb": v.knowledge_base.name, "n": v.number},
+            perform=lambda v, reason: services.rollback_version(kb=v.knowledge_base, to_version=v, actor=request.user, reason=reason),
+        )
+
+    @admin.action(description=_lazy("标记为就绪"))
+    def mark_ready(self, request, queryset):
+        for version in queryset:
+            try:
+                services.mark_version_ready(version=version)
+            except DomainError as error:
+                _report(request, error)
+            else:
+                messages.success(request, _("%(v)s 已就绪。") % {"v": version})
+
+    @admin.action(description=_lazy("退役所选版本"))
+    def retire(self, request, queryset):
+        for version in queryset:
+            try:
+                services.retire_version(version=version, actor=request.user)
+            except DomainError as error:
+                _report(request, error)
+            else:
+                messages.success(request, _("%(v)s 已退役。") % {"v": version})
+
+
+@admin.register(VersionActivation)
+class VersionActivationAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "knowledge_base", "action", "from_version", "to_version", "actor", "reason", "cache_epoch"]
+    list_filter = ["action", "knowledge_base"]
+    search_fields = ["reason", "knowledge_base__name", "actor__username"]
+    date_hierarchy = "created_at"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("knowledge_base", "from_version", "to_version", "actor")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+# --- documents ---------------------------------------------------------------------------------
+
+
+class DocumentAssetInline(admin.TabularInline):
+    model = DocumentAsset
+    extra = 0
+    can_delete = False
+    fields = ["preview", "page", "width", "height", "caption"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description=_lazy("预览"))
+    def preview(self, asset: DocumentAsset):
+        return format_html('<img src="{}" style="max-width:220px;max-height:160px">', reverse("admin:knowledge_documentasset_image", args=[asset.pk]))
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    change_list_template = "admin/knowledge/document/change_list.html"
+    list_display = ["title", "knowledge_base", "file_type", "status_label", "chunk_count", "size_kb", "attempts", "error_short", "created_at"]
+    list_filter = ["status", "knowledge_base", "file_type", "source_tag"]
+    search_fields = ["title", "original_name", "sha256", "external_id"]
+    readonly_fields = [
+        "knowledge_base", "title", "original_name", "file_type", "mime_type", "sha256", "size",
+        "source_tag", "external_id", "status", "error_code", "error_message", "attempts",
+        "page_count", "chunk_count", "versions_list", "chunks_link", "metadata", "created_by", "created_at", "updated_at",
+    ]
+    fields = readonly_fields
+    inlines = [DocumentAssetInline]
+    actions = ["retry", "delete_documents"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("knowledge_base")
+
+    def has_add_permission(self, request):
+        return False  # uploads go through the upload page, which validates and queues ingestion
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # deletion keeps published versions intact: see the delete action
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def get_urls(self):
+        return [
+            path("upload/", self.admin_site.admin_view(self.upload_view), name="knowledge_document_upload"),
+        ] + super().get_urls()
+
+    def changelist_view(self, request, extra_context=None):
+        kb_ids = request.GET.get("knowledge_base__id__exact")
+        watched = [int(kb_ids)] if kb_ids and kb_ids.isdigit() else list(KnowledgeBase.objects.values_list("pk", flat=True)[:20])
+        extra_context = {**(extra_context or {}), "watched_kb_ids": watched, "upload_url": reverse("admin:knowledge_document_upload")}
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description=_lazy("状态"), ordering="status")
+    def status_label(self, document: Document):
+        return status_badge(document.status, document.get_status_display(), doc_status=document.pk)
+
+    @admin.display(description=_lazy("大小 (KB)"), ordering="size")
+    def size_kb(self, document: Document) -> str:
+        return f"{document.size / 1024:.1f}"
+
+    @admin.display(description=_lazy("错误"))
+    def error_short(self, document: Document):
+        if not document.error_code:
+            return format_html('<span data-doc-error="{}"></span>', document.pk)
+        return format_html('<span data-doc-error="{}" title="{}">{}: {}</span>', document.pk, document.error_message, document.error_code, document.error_message[:60])
+
+    @admin.display(description=_lazy("所在版本"))
+    def versions_list(self, document: Document) -> str:
+        return ", ".join(f"v{v.number}（{v.get_status_display()}）" for v in document.versions.order_by("number")) or "—"
+
+    @admin.display(description=_lazy("分块"))
+    def chunks_link(self, document: Document):
+        return format_html('<a href="{}?document__id__exact={}">{}</a>', reverse("admin:knowledge_chunk_changelist"), document.pk, _("查看 %(n)d 个分块") % {"n": document.chunk_count})
+
+    @admin.action(description=_lazy("重试所选失败文档"))
+    def retry(self, request, queryset):
+        retried = 0
+        for document in queryset:
+            try:
+                services.retry_document(document=document, actor=request.user)
+                retried += 1
+            except DomainError as error:
+                _report(request, error)
+        if retried:
+            messages.success(request, ngettext("已重新排队 %(n)d 个文档。", "已重新排队 %(n)d 个文档。", retried) % {"n": retried})
+
+    @admin.action(description=_lazy("删除所选文档（从草稿移除，无版本引用时彻底删除）"))
+    def delete_documents(self, request, queryset):
+        for document in queryset:
+            title = document.title
+            try:
+                outcome = services.delete_document(document=document, actor=request.user)
+            except DomainError as error:
+                _report(request, error)
+                continue
+            if outcome.purged:
+                messages.success(request, _("%(t)s 已删除（文件、分块和向量一并清除）。") % {"t": title})
+            else:
+                messages.warning(
+                    request,
+                    _("%(t)s 已从草稿移除；它仍在已发布或就绪的版本 %(v)s 中，这些版本退役后才会彻底删除。")
+                    % {"t": title, "v": ", ".join(f"v{n}" for n in outcome.retained_by)},
+                )
+
+    def upload_view(self, request):
+        initial = {}
+        if request.GET.get("knowledge_base", "").isdigit():
+            initial["knowledge_base"] = int(request.GET["knowledge_base"])
+        form = UploadDocumentsForm(request.POST or None, request.FILES or None, initial=initial)
+        if request.method == "POST" and form.is_valid():
+            kb = form.cleaned_data["knowledge_base"]
+            try:
+                outcomes = services.upload_documents(
+                    kb=kb, files=form.cleaned_data["files"], source_tag=form.cleaned_data["source_tag"], actor=request.user,
+                )
+            except DomainError as error:
+                form.add_error(None, str(error.message))
+                for item in error.extra.get("errors", []):
+                    form.add_error("files", f"{item['file']}: {item['detail']}")
+            else:
+                fresh = sum(1 for o in outcomes if not o.duplicate)
+                duplicates = [o.document.title for o in outcomes if o.duplicate]
+                messages.success(request, _("已上传 %(n)d 个文件到草稿版本，正在后台处理。") % {"n": fresh})
+                if duplicates:
+                    messages.info(request, _("内容相同的文件已存在，已直接加入草稿：%(names)s") % {"names": "、".join(duplicates)})
+                return HttpResponseRedirect(f"{reverse('admin:knowledge_document_changelist')}?knowledge_base__id__exact={kb.pk}")
+        return TemplateResponse(
+            request,
+            "admin/knowledge/document/upload.html",
+            {**self.admin_site.each_context(request), "title": _("上传文档"), "form": form, "opts": self.model._meta},
+        )
+
+
+@admin.register(Chunk)
+class ChunkAdmin(admin.ModelAdmin):
+    list_display = ["id", "document", "ordinal", "content_type", "heading", "locator", "token_count", "excerpt"]
+    list_filter = ["content_type", "knowledge_base"]
+    search_fields = ["content", "document__title"]
+    list_select_related = ["document"]
+    readonly_fields = ["document", "knowledge_base", "ordinal", "parent_id", "heading_path", "locator", "bboxes", "content_type", "token_count", "asset_ids", "content", "created_at"]
+    fields = readonly_fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False  # derived from the document; the admin shows a read-only view
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description=_lazy("标题路径"))
+    def heading(self, chunk: Chunk) -> str:
+        return " › ".join(chunk.heading_path)
+
+    @admin.display(description=_lazy("内容"))
+    def excerpt(self, chunk: Chunk) -> str:
+        return chunk.content[:80] + ("…" if len(chunk.content) > 80 else "")
+
+
+@admin.register(DocumentAsset)
+class DocumentAssetAdmin(admin.ModelAdmin):
+    list_display = ["id", "preview", "document", "page", "width", "height", "caption"]
+    list_filter = ["document__knowledge_base"]
+    search_fields = ["caption", "document__title"]
+    readonly_fields = ["document", "ordinal", "page", "bbox", "width", "height", "caption", "sha256", "preview_large", "created_at"]
+    fields = readonly_fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False  # derived from the document; the admin shows a read-only view
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_urls(self):
+        return [
+            path("<int:asset_id>/image/", self.admin_site.admin_view(self.image_view), name="knowledge_documentasset_image"),
+        ] + super().get_urls()
+
+    def image_view(self, request, asset_id: int):
+        from django.http import FileResponse, Http404
+
+        asset = DocumentAsset.objects.filter(pk=asset_id).first()
+        if asset is None:
+            raise Http404
+        return FileResponse(asset.file.open("rb"), content_type="image/jpeg")
+
+    @admin.display(description=_lazy("预览"))
+    def preview(self, asset: DocumentAsset):
+        return format_html('<img src="{}" style="max-height:60px">', reverse("admin:knowledge_documentasset_image", args=[asset.pk]))
+
+    @admin.display(description=_lazy("图片"))
+    def preview_large(self, asset: DocumentAsset):
+        return format_html('<img src="{}" style="max-width:640px">', reverse("admin:knowledge_documentasset_image", args=[asset.pk]))
+
+
+# --- FAQs --------------------------------------------------------------------------------------
+
+
+@admin.register(FAQ)
+class FAQAdmin(admin.ModelAdmin):
+    form = FAQForm
+    list_display = ["question", "knowledge_base", "enabled", "hit_count", "source_tag", "updated_at"]
+    list_filter = ["enabled", "knowledge_base", "source_tag"]
+    search_fields = ["question", "answer", "similar_questions"]
+    list_editable = []
+    readonly_fields = ["hit_count", "created_by", "created_at", "updated_at"]
+    fields = ["knowledge_base", "question", "similar_questions_text", "answer", "source_tag", "enabled", "hit_count", "created_by", "created_at", "updated_at"]
+    actions = ["enable", "disable", "delete_faqs"]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def save_model(self, request, obj, form, change):
+        faq = services.save_faq(
+            kb=form.cleaned_data["knowledge_base"],
+            faq=obj if change else None,
+            question=form.cleaned_data["question"],
+            answer=form.cleaned_data["answer"],
+            similar_questions=form.similar_questions(),
+            source_tag=form.cleaned_data["source_tag"],
+            enabled=form.cleaned_data["enabled"],
+            actor=request.user,
+        )
+        obj.pk = faq.pk
+
+    def delete_model(self, request, obj):
+        services.delete_faq(faq=obj, actor=request.user)
+
+    def _set_enabled(self, request, queryset, enabled: bool) -> None:
+        for faq in queryset:
+            services.save_faq(
+                kb=faq.knowledge_base, faq=faq, question=faq.question, answer=faq.answer,
+                similar_questions=faq.similar_questions, source_tag=faq.source_tag, enabled=enabled, actor=request.user,
+            )
+        messages.success(request, _("已更新 %(n)d 条 FAQ。") % {"n": queryset.count()})
+
+    @admin.action(description=_lazy("启用所选 FAQ"))
+    def enable(self, request, queryset):
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description=_lazy("停用所选 FAQ"))
+    def disable(self, request, queryset):
+        self._set_enabled(request, queryset, False)
+
+    @admin.action(description=_lazy("删除所选 FAQ"))
+    def delete_faqs(self, request, queryset):
+        count = 0
+        for faq in queryset:
+            services.delete_faq(faq=faq, actor=request.user)
+            count += 1
+        messages.success(request, _("已删除 %(n)d 条 FAQ。") % {"n": count})
+
+
+@admin.register(CacheNamespace)
+class CacheNamespaceAdmin(admin.ModelAdmin):
+    list_display = ["scope", "knowledge_base", "cache_epoch", "updated_at"]
+    readonly_fields = ["scope", "knowledge_base", "cache_epoch", "updated_at"]
+    actions = ["invalidate"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description=_lazy("使所选知识库的检索缓存失效"))
+    def invalidate(self, request, queryset):
+        for namespace in queryset.select_related("knowledge_base"):
+            if namespace.knowledge_base is not None:
+                epoch = services.invalidate_cache(kb=namespace.knowledge_base, actor=request.user)
+                messages.success(request, _("%(kb)s 缓存世代已推进到 %(e)s。") % {"kb": namespace.knowledge_base.name, "e": epoch})
+
+
+admin.site.site_header = _lazy("ragsite 知识库管理")
+admin.site.site_title = _lazy("ragsite")
+admin.site.index_title = _lazy("知识库与问答管理")

@@ -1,0 +1,92 @@
+"""Ingestion progress over SSE (django-eventstream), across processes.
+
+With Redis configured (production) django-eventstream's own pub/sub carries events between the
+worker and web processes. Without Redis (the embedded default) events are appended to the
+database storage by whichever process produces them, and each web process runs one relay thread
+that forwards new rows to its local SSE listeners — one delivery path per mode, no duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import OperationalError, close_old_connections
+from django_eventstream.channelmanager import DefaultChannelManager
+
+logger = logging.getLogger(__name__)
+
+
+class KnowledgeChannelManager(DefaultChannelManager):
+    """`kb-<id>` channels carry ingestion progress, which only staff may watch."""
+
+    def can_read_channel(self, user, channel: str) -> bool:
+        if channel.startswith("kb-"):
+            return bool(user is not None and user.is_active and user.is_staff)
+        return False
+
+
+def uses_redis() -> bool:
+    return hasattr(settings, "EVENTSTREAM_REDIS")
+
+
+def send(channel: str, event: str, payload: dict) -> None:
+    if uses_redis():
+        from django_eventstream import send_event
+
+        send_event(channel, event, payload)
+        return
+    from django_eventstream.utils import get_storage
+
+    get_storage().append_event(channel, event, json.dumps(payload, ensure_ascii=False))
+
+
+class DatabaseRelay(threading.Thread):
+    """Polls the event table and hands new events to this process's SSE listeners."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        super().__init__(name="eventstream-relay", daemon=True)
+        self.interval = interval
+        self.last_row_id: int | None = None
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.forward_new_events()
+            except OperationalError as exc:
+                logger.warning("event relay could not read events: %s", exc)
+            finally:
+                close_old_connections()
+            time.sleep(self.interval)
+
+    def forward_new_events(self) -> int:
+        from django_eventstream.event import Event
+        from django_eventstream.models import Event as EventRow
+        from django_eventstream.views import get_listener_manager
+
+        if self.last_row_id is None:
+            self.last_row_id = EventRow.objects.order_by("-id").values_list("id", flat=True).first() or 0
+            return 0
+        rows = list(EventRow.objects.filter(id__gt=self.last_row_id).order_by("id")[:500])
+        manager = get_listener_manager()
+        for row in rows:
+            manager.add_to_queues(row.channel, Event(row.channel, row.type, row.data, id=row.eid))
+            self.last_row_id = row.id
+        return len(rows)
+
+
+_relay_lock = threading.Lock()
+_relay: DatabaseRelay | None = None
+
+
+def ensure_relay() -> None:
+    global _relay
+    if uses_redis():
+        return
+    with _relay_lock:
+        if _relay is None or not _relay.is_alive():
+            _relay = DatabaseRelay()
+            _relay.start()

@@ -1,0 +1,69 @@
+"""Admin forms: input shapes only, the work happens in services."""
+
+from __future__ import annotations
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from .models import KnowledgeBase
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, (list, tuple)):
+            return [single(item, initial) for item in data]
+        return [single(data, initial)]
+
+
+class UploadDocumentsForm(forms.Form):
+    knowledge_base = forms.ModelChoiceField(
+        label=_("知识库"), queryset=KnowledgeBase.objects.order_by("name")
+    )
+    files = MultipleFileField(
+        label=_("文件"),
+        help_text=_("可多选。支持 PDF、DOCX、XLSX、CSV、PPTX、Markdown、HTML、TXT、PNG、JPEG。"),
+    )
+    source_tag = forms.CharField(label=_("来源标签"), max_length=100, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Empty files must reach the service, which refuses them with a clear, coded message.
+        self.fields["files"].allow_empty_file = True
+
+
+class SwitchVersionForm(forms.Form):
+    reason = forms.CharField(
+        label=_("原因"), widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), required=True,
+        help_text=_("记录在版本切换历史中，便于审计。"),
+    )
+
+
+class FAQForm(forms.ModelForm):
+    similar_questions_text = forms.CharField(
+        label=_("相似问题"), required=False, widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
+        help_text=_("每行一个。"),
+    )
+
+    class Meta:
+        from .models import FAQ
+
+        model = FAQ
+        fields = ["knowledge_base", "question", "answer", "source_tag", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance and self.instance.pk:
+            self.fields["similar_questions_text"].initial = "\n".join(self.instance.similar_questions)
+
+    def similar_questions(self) -> list[str]:
+        text = self.cleaned_data.get("similar_questions_text") or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]

@@ -1,0 +1,373 @@
+"""Knowledge facts: bases, versions, documents, chunks, assets, FAQs and cache namespaces.
+
+Invariants kept by the database, not only by code:
+- at most one ACTIVE version and at most one BUILDING (draft) version per knowledge base;
+- version numbers are unique per knowledge base;
+- identical bytes are stored once per knowledge base (sha256).
+A version is a *set of documents*: chunks and vectors belong to documents and are shared by every
+version that contains them, never copied.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+slug_validator = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$",
+    _("只能包含小写字母、数字和连字符，且不能以连字符开头或结尾。"),
+)
+
+
+class Visibility(models.TextChoices):
+    PUBLIC = "public", _("公开")
+    INTERNAL = "internal", _("内部（登录用户）")
+    RESTRICTED = "restricted", _("受限（指定用户组）")
+
+
+class KnowledgeBase(models.Model):
+    slug = models.SlugField(
+        _("标识"), max_length=64, unique=True, validators=[slug_validator],
+        help_text=_("API 与链接中使用的唯一标识，例如 employee-handbook。"),
+    )
+    name = models.CharField(_("名称"), max_length=200)
+    description = models.TextField(_("描述"), blank=True)
+    # The embedding space is fixed at creation: vectors of different models or dimensions are
+    # not comparable, so ingestion refuses to mix them.
+    embedding_model = models.CharField(_("向量模型"), max_length=100, editable=False)
+    embedding_dimension = models.PositiveIntegerField(_("向量维度"), editable=False)
+    chunk_size_tokens = models.PositiveIntegerField(
+        _("子块大小（Token）"), default=512, validators=[MinValueValidator(64)]
+    )
+    chunk_overlap_tokens = models.PositiveIntegerField(_("子块重叠（Token）"), default=48)
+    visibility = models.CharField(
+        _("可见范围"), max_length=16, choices=Visibility.choices, default=Visibility.INTERNAL
+    )
+    allowed_groups = models.ManyToManyField(
+        Group, verbose_name=_("允许的用户组"), blank=True, related_name="knowledge_bases"
+    )
+    support_contact = models.CharField(
+        _("人工支持联系方式"), max_length=200, blank=True,
+        help_text=_("知识库无法回答时提示用户联系的人或渠道。"),
+    )
+    active_version = models.ForeignKey(
+        "KnowledgeBaseVersion", verbose_name=_("当前生效版本"), null=True, blank=True,
+        on_delete=models.PROTECT, related_name="+", editable=False,
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("创建人"), null=True, blank=True,
+        on_delete=models.SET_NULL, related_name="+",
+    )
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("知识库")
+        verbose_name_plural = _("知识库")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.slug})"
+
+
+class VersionStatus(models.TextChoices):
+    BUILDING = "building", _("构建中")
+    READY = "ready", _("就绪")
+    ACTIVE = "active", _("生效中")
+    RETIRED = "retired", _("已退役")
+    FAILED = "failed", _("失败")
+
+
+class KnowledgeBaseVersion(models.Model):
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, verbose_name=_("知识库"), on_delete=models.CASCADE, related_name="versions"
+    )
+    number = models.PositiveIntegerField(_("版本号"))
+    label = models.CharField(_("标签"), max_length=100, blank=True)
+    notes = models.TextField(_("说明"), blank=True)
+    status = models.CharField(
+        _("状态"), max_length=16, choices=VersionStatus.choices, default=VersionStatus.BUILDING
+    )
+    documents = models.ManyToManyField(
+        "Document", verbose_name=_("文档"), blank=True, related_name="versions"
+    )
+    based_on = models.ForeignKey(
+        "self", verbose_name=_("基于版本"), null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("创建人"), null=True, blank=True,
+        on_delete=models.SET_NULL, related_name="+",
+    )
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+    ready_at = models.DateTimeField(_("就绪时间"), null=True, blank=True)
+    activated_at = models.DateTimeField(_("最近生效时间"), null=True, blank=True)
+    retired_at = models.DateTimeField(_("退役时间"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("知识库版本")
+        verbose_name_plural = _("知识库版本")
+        ordering = ["knowledge_base", "-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["knowledge_base", "number"], name="kbversion_unique_number"
+            ),
+            models.UniqueConstraint(
+                fields=["knowledge_base"], condition=Q(status="active"),
+                name="kbversion_one_active_per_kb",
+            ),
+            models.UniqueConstraint(
+                fields=["knowledge_base"], condition=Q(status="building"),
+                name="kbversion_one_draft_per_kb",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in VersionStatus]),
+                name="kbversion_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        label = f" {self.label}" if self.label else ""
+        return f"{self.knowledge_base.slug} v{self.number}{label}"
+
+
+class ActivationAction(models.TextChoices):
+    ACTIVATE = "activate", _("发布")
+    ROLLBACK = "rollback", _("回滚")
+
+
+class VersionActivation(models.Model):
+    """Append-only log of every switch of a knowledge base's active version."""
+
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, verbose_name=_("知识库"), on_delete=models.CASCADE,
+        related_name="activations",
+    )
+    from_version = models.ForeignKey(
+        KnowledgeBaseVersion, verbose_name=_("原版本"), null=True, blank=True,
+        on_delete=models.PROTECT, related_name="+",
+    )
+    to_version = models.ForeignKey(
+        KnowledgeBaseVersion, verbose_name=_("目标版本"), on_delete=models.PROTECT,
+        related_name="activations",
+    )
+    action = models.CharField(_("操作"), max_length=16, choices=ActivationAction.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("操作人"), null=True, blank=True,
+        on_delete=models.SET_NULL, related_name="+",
+    )
+    reason = models.TextField(_("原因"), blank=True)
+    cache_epoch = models.PositiveBigIntegerField(_("切换后缓存世代"), default=0)
+    created_at = models.DateTimeField(_("时间"), auto_now_add=True, db_index=True)
+
+    class Meta:
+        verbose_name = _("版本切换记录")
+        verbose_name_plural = _("版本切换记录")
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        source = f"v{self.from_version.number}" if self.from_version_id else "-"
+        return f"{self.knowledge_base.slug}: {source} → v{self.to_version.number} ({self.action})"
+
+
+class DocumentStatus(models.TextChoices):
+    UPLOADED = "uploaded", _("已上传")
+    QUEUED = "queued", _("排队中")
+    PARSING = "parsing", _("解析中")
+    INDEXING = "indexing", _("索引中")
+    READY = "ready", _("就绪")
+    FAILED = "failed", _("失败")
+
+
+def document_upload_to(instance: "Document", filename: str) -> str:
+    # Content-addressed: the same bytes always land on the same key, and user-supplied names
+    # never reach the storage path.
+    return f"kb/{instance.knowledge_base_id}/documents/{instance.sha256[:2]}/{instance.sha256}"
+
+
+class Document(models.Model):
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, verbose_name=_("知识库"), on_delete=models.CASCADE, related_name="documents"
+    )
+    title = models.CharField(_("标题"), max_length=300)
+    file = models.FileField(_("文件"), upload_to=document_upload_to, max_length=300)
+    original_name = models.CharField(_("原始文件名"), max_length=300)
+    file_type = models.CharField(_("文件类型"), max_length=16)
+    mime_type = models.CharField(_("MIME 类型"), max_length=120)
+    sha256 = models.CharField(_("SHA-256"), max_length=64)
+    size = models.PositiveBigIntegerField(_("大小（字节）"))
+    source_tag = models.CharField(_("来源标签"), max_length=100, blank=True)
+    external_id = models.CharField(
+        _("外部 ID"), max_length=200, blank=True,
+        help_text=_("外部系统或评测集中的文档标识。"),
+    )
+    status = models.CharField(
+        _("状态"), max_length=16, choices=DocumentStatus.choices, default=DocumentStatus.UPLOADED,
+        db_index=True,
+    )
+    error_code = models.CharField(_("错误码"), max_length=64, blank=True)
+    error_message = models.TextField(_("错误信息"), blank=True)
+    attempts = models.PositiveIntegerField(_("处理次数"), default=0)
+    page_count = models.PositiveIntegerField(_("页数"), null=True, blank=True)
+    chunk_count = models.PositiveIntegerField(_("分块数"), default=0)
+    metadata = models.JSONField(_("元数据"), default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("上传人"), null=True, blank=True,
+        on_delete=models.SET_NULL, related_name="+",
+    )
+    created_at = models.DateTimeField(_("上传时间"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
+    status_changed_at = models.DateTimeField(_("状态变更时间"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("文档")
+        verbose_name_plural = _("文档")
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["knowledge_base", "sha256"], name="document_unique_bytes_per_kb"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in DocumentStatus]),
+                name="document_status_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["knowledge_base", "status"], name="document_kb_status"),
+            models.Index(fields=["knowledge_base", "external_id"], name="document_kb_external"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class ContentType(models.TextChoices):
+    TEXT = "text", _("文本")
+    TABLE = "table", _("表格")
+    IMAGE = "image", _("图片")
+    FAQ = "faq", _("FAQ")
+
+
+class Chunk(models.Model):
+    """A retrievable child chunk. Its primary key is also its Milvus primary key."""
+
+    document = models.ForeignKey(
+        Document, verbose_name=_("文档"), on_delete=models.CASCADE, related_name="chunks"
+    )
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, verbose_name=_("知识库"), on_delete=models.CASCADE, related_name="chunks"
+    )
+    ordinal = models.PositiveIntegerField(_("序号"))
+    parent_id = models.CharField(_("父块 ID"), max_length=64, blank=True, db_index=True)
+    heading_path = models.JSONField(_("标题路径"), default=list, blank=True)
+    locator = models.JSONField(
+        _("定位"), default=dict, blank=True,
+        help_text=_("页码范围、工作表与区域或幻灯片编号。"),
+    )
+    bboxes = models.JSONField(_("页面区域"), default=list, blank=True)
+    content_type = models.CharField(
+        _("内容类型"), max_length=16, choices=ContentType.choices, default=ContentType.TEXT
+    )
+    content = models.TextField(_("内容"))
+    token_count = models.PositiveIntegerField(_("Token 数"), default=0)
+    asset_ids = models.JSONField(_("资源 ID"), default=list, blank=True)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("分块")
+        verbose_name_plural = _("分块")
+        ordering = ["document", "ordinal"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "ordinal"], name="chunk_unique_ordinal"),
+        ]
+        indexes = [
+            models.Index(fields=["document", "parent_id", "ordinal"], name="chunk_doc_parent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}#{self.ordinal}"
+
+
+def asset_upload_to(instance: "DocumentAsset", filename: str) -> str:
+    return f"kb/{instance.document.knowledge_base_id}/assets/{instance.sha256[:2]}/{instance.sha256}.jpg"
+
+
+class DocumentAsset(models.Model):
+    document = models.ForeignKey(
+        Document, verbose_name=_("文档"), on_delete=models.CASCADE, related_name="assets"
+    )
+    ordinal = models.PositiveIntegerField(_("序号"), default=0)
+    page = models.PositiveIntegerField(_("页码"), null=True, blank=True)
+    bbox = models.JSONField(_("页面区域"), default=list, blank=True)
+    file = models.FileField(_("图片"), upload_to=asset_upload_to, max_length=300)
+    width = models.PositiveIntegerField(_("宽"), default=0)
+    height = models.PositiveIntegerField(_("高"), default=0)
+    caption = models.TextField(_("说明"), blank=True)
+    sha256 = models.CharField(_("SHA-256"), max_length=64)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("文档资源")
+        verbose_name_plural = _("文档资源")
+        ordering = ["document", "ordinal"]
+
+    def __str__(self) -> str:
+        return f"asset {self.pk} of document {self.document_id}"
+
+
+class FAQ(models.Model):
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, verbose_name=_("知识库"), on_delete=models.CASCADE, related_name="faqs"
+    )
+    question = models.CharField(_("标准问题"), max_length=500)
+    similar_questions = models.JSONField(_("相似问题"), default=list, blank=True)
+    answer = models.TextField(_("答案（Markdown）"))
+    source_tag = models.CharField(_("来源标签"), max_length=100, blank=True)
+    enabled = models.BooleanField(_("启用"), default=True)
+    hit_count = models.PositiveIntegerField(_("命中次数"), default=0, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("创建人"), null=True, blank=True,
+        on_delete=models.SET_NULL, related_name="+",
+    )
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("FAQ")
+        verbose_name_plural = _("FAQ")
+        ordering = ["knowledge_base", "question"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["knowledge_base", "question"], name="faq_unique_question_per_kb"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.question
+
+
+class CacheNamespace(models.Model):
+    """L3 of the cache: the current cache generation of a scope (a knowledge base).
+
+    It stores no results. Every L2 key embeds the epoch, so bumping it makes old entries
+    unreachable without scanning or deleting them.
+    """
+
+    scope = models.CharField(_("范围"), max_length=100, unique=True)
+    knowledge_base = models.OneToOneField(
+        KnowledgeBase, verbose_name=_("知识库"), null=True, blank=True, on_delete=models.CASCADE,
+        related_name="cache_namespace",
+    )
+    cache_epoch = models.PositiveBigIntegerField(_("缓存世代"), default=1)
+    updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("缓存命名空间")
+        verbose_name_plural = _("缓存命名空间")
+
+    def __str__(self) -> str:
+        return f"{self.scope} @ {self.cache_epoch}"

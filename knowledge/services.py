@@ -1,0 +1,655 @@
+"""Writes and workflows on knowledge facts.
+
+Every public function takes keyword-only arguments, runs in one transaction, and defers side
+effects (queueing ingestion, deleting files and vectors, clearing in-process caches, publishing
+events) to `transaction.on_commit`, so a rolled-back write leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, Group
+from django.core.files.uploadedfile import UploadedFile
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
+
+from . import epochs, events
+from .models import (
+    FAQ,
+    ActivationAction,
+    CacheNamespace,
+    Document,
+    DocumentStatus,
+    KnowledgeBase,
+    KnowledgeBaseVersion,
+    VersionActivation,
+    VersionStatus,
+    Visibility,
+)
+from .sniffing import FileRejected, SniffResult, sniff
+
+Actor = AbstractBaseUser | None
+
+
+# --- knowledge bases -------------------------------------------------------------------------
+
+
+@transaction.atomic
+def create_knowledge_base(
+    *,
+    slug: str,
+    name: str,
+    actor: Actor,
+    description: str = "",
+    visibility: str = Visibility.INTERNAL,
+    allowed_groups: Sequence[Group] = (),
+    support_contact: str = "",
+    chunk_size_tokens: int = 512,
+    chunk_overlap_tokens: int = 48,
+) -> KnowledgeBase:
+    if KnowledgeBase.objects.filter(slug=slug).exists():
+        raise Conflict(_("标识 %(slug)s 已被使用。") % {"slug": slug}, code="slug_taken")
+    if chunk_overlap_tokens >= chunk_size_tokens:
+        raise ValidationFailed(_("子块重叠必须小于子块大小。"), code="invalid_chunking")
+    kb = KnowledgeBase(
+        slug=slug,
+        name=name,
+        description=description,
+        visibility=visibility,
+        support_contact=support_contact,
+        chunk_size_tokens=chunk_size_tokens,
+        chunk_overlap_tokens=chunk_overlap_tokens,
+        embedding_model=settings.RAG_EMBEDDING_MODEL,
+        embedding_dimension=settings.RAG_EMBEDDING_DIMENSION,
+        created_by=_user_or_none(actor),
+    )
+    kb.full_clean()
+    kb.save()
+    if allowed_groups:
+        kb.allowed_groups.set(allowed_groups)
+    CacheNamespace.objects.create(scope=epochs.scope_for_kb(kb.pk), knowledge_base=kb, cache_epoch=1)
+    return kb
+
+
+@transaction.atomic
+def update_knowledge_base(
+    *,
+    kb: KnowledgeBase,
+    actor: Actor,
+    name: str | None = None,
+    description: str | None = None,
+    visibility: str | None = None,
+    allowed_groups: Sequence[Group] | None = None,
+    support_contact: str | None = None,
+) -> KnowledgeBase:
+    """Edit presentation and access settings. The embedding space never changes after creation."""
+    kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+    for attribute, value in (
+        ("name", name), ("description", description), ("visibility", visibility),
+        ("support_contact", support_contact),
+    ):
+        if value is not None:
+            setattr(kb, attribute, value)
+    kb.full_clean()
+    kb.save()
+    if allowed_groups is not None:
+        kb.allowed_groups.set(allowed_groups)
+    if visibility is not None or allowed_groups is not None:
+        # Cached candidates are keyed by visibility scope; make sure none outlives a change.
+        epochs.bump_epoch(kb_id=kb.pk)
+        transaction.on_commit(epochs.l1_epochs.clear)
+    return kb
+
+
+# --- versions ----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def create_draft_version(
+    *,
+    kb: KnowledgeBase,
+    actor: Actor,
+    label: str = "",
+    notes: str = "",
+    base: KnowledgeBaseVersion | None = None,
+) -> KnowledgeBaseVersion:
+    """A new BUILDING version holding the documents of `base` (default: the active version)."""
+    kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+    if KnowledgeBaseVersion.objects.filter(knowledge_base=kb, status=VersionStatus.BUILDING).exists():
+        raise Conflict(_("该知识库已有一个构建中的草稿版本。"), code="draft_exists")
+    if base is None:
+        base = kb.active_version
+    elif base.knowledge_base_id != kb.pk:
+        raise ValidationFailed(_("基础版本不属于该知识库。"), code="invalid_version")
+    number = (kb.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+    version = KnowledgeBaseVersion.objects.create(
+        knowledge_base=kb,
+        number=number,
+        label=label,
+        notes=notes,
+        based_on=base,
+        created_by=_user_or_none(actor),
+    )
+    if base is not None:
+        version.documents.set(base.documents.all())
+    return version
+
+
+def _draft_for_writing(kb: KnowledgeBase, actor: Actor) -> KnowledgeBaseVersion:
+    """The KB's draft, created when missing. Runs inside the caller's transaction.
+
+    A new draft continues from the newest version that is not yet published (READY and newer
+    than the active one) when there is one, so that consecutive uploads accumulate instead of
+    silently dropping a finished but unpublished version; otherwise it starts from the active
+    version's documents.
+    """
+    draft = (
+        KnowledgeBaseVersion.objects.select_for_update()
+        .filter(knowledge_base=kb, status=VersionStatus.BUILDING)
+        .first()
+    )
+    if draft is not None:
+        return draft
+    unpublished = KnowledgeBaseVersion.objects.filter(
+        knowledge_base=kb, status=VersionStatus.READY
+    )
+    if kb.active_version_id:
+        unpublished = unpublished.filter(number__gt=kb.active_version.number)
+    base = unpublished.order_by("-number").first() or kb.active_version
+    return create_draft_version(kb=kb, actor=actor, base=base)
+
+
+@transaction.atomic
+def mark_version_ready(*, version: KnowledgeBaseVersion) -> KnowledgeBaseVersion:
+    """BUILDING → READY once it holds at least one document and all of them are READY."""
+    version = KnowledgeBaseVersion.objects.select_for_update().get(pk=version.pk)
+    if version.status == VersionStatus.READY:
+        return version
+    if version.status != VersionStatus.BUILDING:
+        raise InvalidTransition(
+            _("版本 v%(n)s 当前状态为「%(s)s」，只有构建中的版本可以标记为就绪。")
+            % {"n": version.number, "s": version.get_status_display()}
+        )
+    if not version.documents.exists():
+        raise InvalidTransition(_("版本中没有文档，不能标记为就绪。"), code="version_empty")
+    pending = list(
+        version.documents.exclude(status=DocumentStatus.READY).values_list("title", "status")
+    )
+    if pending:
+        names = "、".join(f"{title}（{DocumentStatus(status).label}）" for title, status in pending[:5])
+        raise InvalidTransition(
+            _("还有 %(count)d 个文档未就绪：%(names)s") % {"count": len(pending), "names": names},
+            code="documents_not_ready",
+        )
+    version.status = VersionStatus.READY
+    version.ready_at = timezone.now()
+    version.save(update_fields=["status", "ready_at"])
+    events.publish_kb_event(
+        kb_id=version.knowledge_base_id,
+        event="version",
+        data={"version": version.number, "status": version.status},
+    )
+    return version
+
+
+def refresh_version_readiness(*, version_ids: Sequence[int]) -> None:
+    """Promote drafts whose documents are now all READY (called when ingestion finishes)."""
+    for version in KnowledgeBaseVersion.objects.filter(
+        pk__in=version_ids, status=VersionStatus.BUILDING
+    ):
+        if version.documents.exists() and not version.documents.exclude(
+            status=DocumentStatus.READY
+        ).exists():
+            mark_version_ready(version=version)
+
+
+@transaction.atomic
+def activate_version(
+    *, version: KnowledgeBaseVersion, actor: Actor, reason: str = ""
+) -> VersionActivation:
+    """Publish a READY version: pointer, activation log and cache epoch in one transaction."""
+    return _switch_active_version(
+        version=version, actor=actor, reason=reason, action=ActivationAction.ACTIVATE
+    )
+
+
+@transaction.atomic
+def rollback_version(
+    *, kb: KnowledgeBase, actor: Actor, reason: str = "", to_version: KnowledgeBaseVersion | None = None
+) -> VersionActivation:
+    """Switch back to an older READY version (default: the one active before the current)."""
+    kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+    current = kb.active_version
+    if current is None:
+        raise InvalidTransition(_("知识库还没有生效版本，无法回滚。"), code="no_active_version")
+    if to_version is None:
+        from .selectors import previous_active_version
+
+        to_version = previous_active_version(kb=kb)
+        if to_version is None:
+            raise InvalidTransition(
+                _("没有可回滚的上一个版本（上一版本不存在或已不是就绪状态）。"),
+                code="no_rollback_target",
+            )
+    if to_version.knowledge_base_id != kb.pk:
+        raise ValidationFailed(_("目标版本不属于该知识库。"), code="invalid_version")
+    if to_version.number >= current.number:
+        raise InvalidTransition(
+            _("回滚只能切换到比当前生效版本 v%(n)s 更早的版本。") % {"n": current.number},
+            code="not_older_version",
+        )
+    return _switch_active_version(
+        version=to_version, actor=actor, reason=reason, action=ActivationAction.ROLLBACK
+    )
+
+
+def _switch_active_version(
+    *, version: KnowledgeBaseVersion, actor: Actor, reason: str, action: str
+) -> VersionActivation:
+    # Lock the knowledge base row first: concurrent switches of one KB serialize here, and the
+    # partial unique index stays the last line of defence.
+    kb = KnowledgeBase.objects.select_for_update().get(pk=version.knowledge_base_id)
+    version = KnowledgeBaseVersion.objects.select_for_update().get(pk=version.pk)
+    if version.status != VersionStatus.READY:
+        raise InvalidTransition(
+            _("版本 v%(n)s 当前状态为「%(s)s」，只有就绪版本可以发布或回滚。")
+            % {"n": version.number, "s": version.get_status_display()},
+            code="version_not_ready",
+        )
+    previous = kb.active_version
+    try:
+        with transaction.atomic():
+            if previous is not None:
+                # Demote first: the one-ACTIVE index is checked per statement.
+                KnowledgeBaseVersion.objects.filter(pk=previous.pk).update(
+                    status=VersionStatus.READY
+                )
+            now = timezone.now()
+            KnowledgeBaseVersion.objects.filter(pk=version.pk).update(
+                status=VersionStatus.ACTIVE, activated_at=now
+            )
+    except IntegrityError as exc:
+        raise Conflict(_("另一个版本切换正在进行，请稍后重试。"), code="concurrent_activation") from exc
+    KnowledgeBase.objects.filter(pk=kb.pk).update(active_version=version, updated_at=now)
+    epoch = epochs.bump_epoch(kb_id=kb.pk)
+    activation = VersionActivation.objects.create(
+        knowledge_base=kb,
+        from_version=previous,
+        to_version=version,
+        action=action,
+        actor=_user_or_none(actor),
+        reason=reason,
+        cache_epoch=epoch,
+    )
+    transaction.on_commit(epochs.l1_epochs.clear)
+    events.publish_kb_event(
+        kb_id=kb.pk,
+        event="activation",
+        data={
+            "action": action,
+            "from": previous.number if previous else None,
+            "to": version.number,
+            "epoch": epoch,
+        },
+    )
+    return activation
+
+
+@transaction.atomic
+def retire_version(*, version: KnowledgeBaseVersion, actor: Actor) -> KnowledgeBaseVersion:
+    """Retire a version that is not active. Documents no retained version holds are purged."""
+    version = KnowledgeBaseVersion.objects.select_for_update().get(pk=version.pk)
+    if version.status == VersionStatus.ACTIVE:
+        raise InvalidTransition(
+            _("不能退役当前生效的版本，请先发布或回滚到其他版本。"), code="version_active"
+        )
+    if version.status == VersionStatus.RETIRED:
+        return version
+    version.status = VersionStatus.RETIRED
+    version.retired_at = timezone.now()
+    version.save(update_fields=["status", "retired_at"])
+    for document in version.documents.all():
+        _purge_if_unreachable(document)
+    return version
+
+
+# --- documents ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UploadOutcome:
+    document: Document
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class _CheckedUpload:
+    upload: UploadedFile
+    sniffed: SniffResult
+    sha256: str
+
+
+def upload_documents(
+    *,
+    kb: KnowledgeBase,
+    files: Sequence[UploadedFile],
+    actor: Actor,
+    source_tag: str = "",
+    external_ids: Sequence[str] | None = None,
+    titles: Sequence[str] | None = None,
+) -> list[UploadOutcome]:
+    """Validate every file, store them, add them to the KB's draft and queue ingestion.
+
+    Validation happens before anything is stored: one bad file refuses the whole upload with
+    per-file errors, so a client never has to guess which part landed.
+    """
+    if not files:
+        raise ValidationFailed(_("请至少选择一个文件。"), code="no_files")
+    if len(files) > settings.RAG_MAX_FILES_PER_UPLOAD:
+        raise ValidationFailed(
+            _("一次最多上传 %(n)d 个文件。") % {"n": settings.RAG_MAX_FILES_PER_UPLOAD},
+            code="too_many_files",
+        )
+    if external_ids is not None and len(external_ids) != len(files):
+        raise ValidationFailed(_("外部 ID 的数量必须与文件数量一致。"), code="invalid_external_ids")
+    if titles is not None and len(titles) != len(files):
+        raise ValidationFailed(_("标题的数量必须与文件数量一致。"), code="invalid_titles")
+    checked = _check_uploads(files)
+    stored_keys = [_store_original(kb=kb, item=item) for item in checked]
+    try:
+        return _register_uploads(
+            kb=kb, checked=checked, stored_keys=stored_keys, actor=actor,
+            source_tag=source_tag, external_ids=external_ids, titles=titles,
+        )
+    except BaseException:
+        _delete_unreferenced_files(kb_id=kb.pk, keys=stored_keys)
+        raise
+
+
+def _check_uploads(files: Sequence[UploadedFile]) -> list[_CheckedUpload]:
+    checked: list[_CheckedUpload] = []
+    errors: list[dict[str, str]] = []
+    for upload in files:
+        name = upload.name or "unnamed"
+        try:
+            if not upload.size:
+                raise FileRejected(_("文件为空。"), code="empty_file")
+            if upload.size > settings.RAG_MAX_UPLOAD_BYTES:
+                raise FileRejected(
+                    _("文件大小 %(size).1f MB 超过上限 %(limit).1f MB。")
+                    % {"size": upload.size / 2**20, "limit": settings.RAG_MAX_UPLOAD_BYTES / 2**20},
+                    code="file_too_large",
+                )
+            sniffed = sniff(upload.file, filename=name)
+        except FileRejected as exc:
+            errors.append({"file": name, "code": exc.code, "detail": str(exc.message)})
+            continue
+        checked.append(_CheckedUpload(upload=upload, sniffed=sniffed, sha256=_sha256(upload)))
+    if errors:
+        codes = {error["code"] for error in errors}
+        code = codes.pop() if len(codes) == 1 else "invalid_files"
+        if len(errors) == 1:
+            detail = f"{errors[0]['file']}: {errors[0]['detail']}"
+        else:
+            detail = _("%(n)d 个文件未通过校验，未保存任何文件。") % {"n": len(errors)}
+        raise ValidationFailed(detail, code=code, errors=errors)
+    return checked
+
+
+def _sha256(upload: UploadedFile) -> str:
+    digest = hashlib.sha256()
+    upload.seek(0)
+    for block in upload.chunks():
+        digest.update(block)
+    upload.seek(0)
+    return digest.hexdigest()
+
+
+def _storage_key(kb: KnowledgeBase, sha256: str) -> str:
+    probe = Document(knowledge_base=kb, sha256=sha256)
+    return Document._meta.get_field("file").generate_filename(probe, "upload")
+
+
+def _store_original(*, kb: KnowledgeBase, item: _CheckedUpload) -> str:
+    """Store the bytes under their content address; identical bytes are stored once."""
+    field = Document._meta.get_field("file")
+    key = _storage_key(kb, item.sha256)
+    if not field.storage.exists(key):
+        item.upload.seek(0)
+        saved = field.storage.save(key, item.upload)
+        if saved != key:  # a storage that renames on collision: keep exactly one copy
+            field.storage.delete(saved)
+            raise Conflict(_("文件存储冲突，请重试。"), code="storage_conflict")
+    return key
+
+
+def _delete_unreferenced_files(*, kb_id: int, keys: Sequence[str]) -> None:
+    storage = Document._meta.get_field("file").storage
+    referenced = set(Document.objects.filter(knowledge_base_id=kb_id, file__in=keys).values_list("file", flat=True))
+    for key in set(keys) - referenced:
+        storage.delete(key)
+
+
+@transaction.atomic
+def _register_uploads(
+    *,
+    kb: KnowledgeBase,
+    checked: Sequence[_CheckedUpload],
+    stored_keys: Sequence[str],
+    actor: Actor,
+    source_tag: str,
+    external_ids: Sequence[str] | None,
+    titles: Sequence[str] | None,
+) -> list[UploadOutcome]:
+    kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+    draft = _draft_for_writing(kb, actor)
+    outcomes: list[UploadOutcome] = []
+    queued: list[int] = []
+    for index, (item, key) in enumerate(zip(checked, stored_keys, strict=True)):
+        existing = Document.objects.filter(knowledge_base=kb, sha256=item.sha256).first()
+        if existing is not None:
+            draft.documents.add(existing)
+            if existing.status == DocumentStatus.UPLOADED:
+                queued.append(existing.pk)
+            outcomes.append(UploadOutcome(document=existing, duplicate=True))
+            continue
+        name = item.upload.name or "unnamed"
+        document = Document(
+            knowledge_base=kb,
+            title=(titles[index] if titles and titles[index] else _title_from_name(name))[:300],
+            original_name=name[:300],
+            file_type=item.sniffed.file_type,
+            mime_type=item.sniffed.mime_type,
+            sha256=item.sha256,
+            size=item.upload.size,
+            source_tag=source_tag,
+            external_id=(external_ids[index] if external_ids else ""),
+            metadata={"text_encoding": item.sniffed.text_encoding} if item.sniffed.text_encoding else {},
+            created_by=_user_or_none(actor),
+            status=DocumentStatus.UPLOADED,
+        )
+        document.file.name = key
+        document.save()
+        draft.documents.add(document)
+        queued.append(document.pk)
+        outcomes.append(UploadOutcome(document=document, duplicate=False))
+    if draft.status == VersionStatus.READY:
+        draft.status = VersionStatus.BUILDING
+        draft.save(update_fields=["status"])
+    _queue_ingestion(queued)
+    for outcome in outcomes:
+        outcome.document.refresh_from_db()
+    return outcomes
+
+
+def _title_from_name(name: str) -> str:
+    stem = name.rsplit("/", 1)[-1]
+    if "." in stem:
+        stem = stem.rsplit(".", 1)[0]
+    return (stem or name)[:300]
+
+
+def _queue_ingestion(document_ids: Sequence[int]) -> None:
+    if not document_ids:
+        return
+    Document.objects.filter(pk__in=document_ids).update(
+        status=DocumentStatus.QUEUED, error_code="", error_message="", status_changed_at=timezone.now()
+    )
+    ids = list(document_ids)
+
+    def enqueue() -> None:
+        from .tasks import ingest_document
+
+        for document_id in ids:
+            ingest_document.enqueue(document_id=document_id)
+
+    transaction.on_commit(enqueue)
+
+
+@transaction.atomic
+def requeue_documents(*, document_ids: Sequence[int]) -> None:
+    """Put documents back in the queue (crash recovery, re-index after a settings change)."""
+    _queue_ingestion(list(document_ids))
+
+
+@transaction.atomic
+def retry_document(*, document: Document, actor: Actor) -> Document:
+    document = Document.objects.select_for_update().get(pk=document.pk)
+    if document.status != DocumentStatus.FAILED:
+        raise InvalidTransition(
+            _("只有失败的文档可以重试，当前状态为「%(s)s」。") % {"s": document.get_status_display()},
+            code="document_not_failed",
+        )
+    _queue_ingestion([document.pk])
+    document.refresh_from_db()
+    return document
+
+
+@dataclass(frozen=True)
+class DeletionOutcome:
+    removed_from_draft: bool
+    purged: bool
+    retained_by: tuple[int, ...]
+
+
+@transaction.atomic
+def delete_document(*, document: Document, actor: Actor) -> DeletionOutcome:
+    """Remove the document from the next version; purge it once no retained version holds it.
+
+    Published versions are immutable: a document in the active (or another READY) version stays
+    there until that version is retired; it leaves the draft at once.
+    """
+    kb = KnowledgeBase.objects.select_for_update().get(pk=document.knowledge_base_id)
+    document = Document.objects.select_for_update().get(pk=document.pk)
+    draft = _draft_for_writing(kb, actor)
+    in_draft = draft.documents.filter(pk=document.pk).exists()
+    if in_draft:
+        draft.documents.remove(document)
+    purged = _purge_if_unreachable(document)
+    retained = () if purged else tuple(
+        document.versions.exclude(status=VersionStatus.RETIRED).values_list("number", flat=True)
+    )
+    return DeletionOutcome(removed_from_draft=in_draft, purged=purged, retained_by=retained)
+
+
+@transaction.atomic
+def remove_document_from_draft(*, version: KnowledgeBaseVersion, document: Document) -> None:
+    version = KnowledgeBaseVersion.objects.select_for_update().get(pk=version.pk)
+    if version.status != VersionStatus.BUILDING:
+        raise InvalidTransition(_("只能修改构建中的草稿版本。"), code="version_not_draft")
+    version.documents.remove(document)
+    _purge_if_unreachable(document)
+
+
+def _purge_if_unreachable(document: Document) -> bool:
+    """Delete a document no retained version holds: rows now, files and vectors after commit."""
+    if document.versions.exclude(status=VersionStatus.RETIRED).exists():
+        return False
+    from .cleanup import schedule_purge
+
+    schedule_purge(document)
+    return True
+
+
+# --- FAQs --------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def save_faq(
+    *,
+    kb: KnowledgeBase,
+    question: str,
+    answer: str,
+    actor: Actor,
+    faq: FAQ | None = None,
+    similar_questions: Sequence[str] = (),
+    source_tag: str = "",
+    enabled: bool = True,
+) -> FAQ:
+    """Create or update a FAQ; the KB's cache epoch moves so no stale FAQ answer is served."""
+    question = question.strip()
+    similar = _clean_similar_questions(similar_questions, question)
+    if not question:
+        raise ValidationFailed(_("标准问题不能为空。"), code="invalid_faq")
+    if not answer.strip():
+        raise ValidationFailed(_("答案不能为空。"), code="invalid_faq")
+    duplicate = FAQ.objects.filter(knowledge_base=kb, question=question)
+    if faq is not None:
+        duplicate = duplicate.exclude(pk=faq.pk)
+    if duplicate.exists():
+        raise Conflict(_("已存在相同的标准问题。"), code="faq_duplicate")
+    if faq is None:
+        faq = FAQ(knowledge_base=kb, created_by=_user_or_none(actor))
+    faq.question = question
+    faq.answer = answer
+    faq.similar_questions = similar
+    faq.source_tag = source_tag
+    faq.enabled = enabled
+    faq.save()
+    _faq_changed(kb_id=kb.pk, faq_ids=[faq.pk])
+    return faq
+
+
+@transaction.atomic
+def delete_faq(*, faq: FAQ, actor: Actor) -> None:
+    kb_id, faq_id = faq.knowledge_base_id, faq.pk
+    faq.delete()
+    _faq_changed(kb_id=kb_id, faq_ids=[faq_id])
+
+
+def _clean_similar_questions(values: Sequence[str], question: str) -> list[str]:
+    seen: set[str] = {question}
+    cleaned: list[str] = []
+    for value in values:
+        text = str(value).strip()
+        if text and text not in seen:
+            seen.add(text)
+            cleaned.append(text)
+    return cleaned
+
+
+def _faq_changed(*, kb_id: int, faq_ids: Sequence[int]) -> None:
+    epochs.bump_epoch(kb_id=kb_id)
+    transaction.on_commit(epochs.l1_epochs.clear)
+    from .faq_index import schedule_faq_reindex
+
+    schedule_faq_reindex(kb_id=kb_id, faq_ids=list(faq_ids))
+
+
+@transaction.atomic
+def invalidate_cache(*, kb: KnowledgeBase, actor: Actor) -> int:
+    epoch = epochs.bump_epoch(kb_id=kb.pk)
+    transaction.on_commit(epochs.l1_epochs.clear)
+    return epoch
+
+
+def _user_or_none(actor: Actor):
+    return actor if actor is not None and getattr(actor, "is_authenticated", False) else None

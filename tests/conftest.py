@@ -1,0 +1,139 @@
+"""Shared fixtures, named by the state they put the world in."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+
+import pytest
+from django.contrib.auth.models import Group, User
+from rest_framework.test import APIClient
+
+from knowledge import services
+from knowledge.models import (
+    Document,
+    DocumentStatus,
+    KnowledgeBase,
+    KnowledgeBaseVersion,
+    Visibility,
+)
+
+_counter = itertools.count(1)
+
+
+# --- people ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def staff_user(db) -> User:
+    return User.objects.create_user("staff", password="pw-staff-123", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def member_user(db) -> User:
+    return User.objects.create_user("member", password="pw-member-123")
+
+
+@pytest.fixture
+def engineers_group(db) -> Group:
+    return Group.objects.create(name="engineers")
+
+
+@pytest.fixture
+def engineer_user(db, engineers_group) -> User:
+    user = User.objects.create_user("engineer", password="pw-engineer-123")
+    user.groups.add(engineers_group)
+    return user
+
+
+def api_client_for(user: User | None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def anonymous_api() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def staff_api(staff_user) -> APIClient:
+    return api_client_for(staff_user)
+
+
+@pytest.fixture
+def member_api(member_user) -> APIClient:
+    return api_client_for(member_user)
+
+
+# --- knowledge ---------------------------------------------------------------------------------
+
+
+def make_kb(*, slug: str | None = None, visibility: str = Visibility.INTERNAL, groups=(), actor=None) -> KnowledgeBase:
+    n = next(_counter)
+    return services.create_knowledge_base(
+        slug=slug or f"kb-{n}", name=f"知识库 {n}", visibility=visibility,
+        allowed_groups=list(groups), actor=actor, support_contact="IT 服务台 8000",
+    )
+
+
+def make_document(kb: KnowledgeBase, *, status: str = DocumentStatus.READY, title: str | None = None) -> Document:
+    """A document row in a given state, for tests about versions rather than ingestion."""
+    n = next(_counter)
+    payload = f"document {n}".encode()
+    return Document.objects.create(
+        knowledge_base=kb,
+        title=title or f"文档 {n}",
+        file=f"kb/{kb.pk}/documents/test-{n}",
+        original_name=f"doc-{n}.txt",
+        file_type="txt",
+        mime_type="text/plain",
+        sha256=hashlib.sha256(payload).hexdigest(),
+        size=len(payload),
+        status=status,
+    )
+
+
+def make_ready_version(kb: KnowledgeBase, *, documents=None, actor=None) -> KnowledgeBaseVersion:
+    draft = services.create_draft_version(kb=kb, actor=actor)
+    for document in documents if documents is not None else [make_document(kb)]:
+        draft.documents.add(document)
+    return services.mark_version_ready(version=draft)
+
+
+@pytest.fixture
+def kb(db) -> KnowledgeBase:
+    return make_kb()
+
+
+@pytest.fixture
+def kb_with_ready_version(kb) -> KnowledgeBase:
+    make_ready_version(kb)
+    return kb
+
+
+@pytest.fixture
+def kb_with_active_version(kb, staff_user) -> KnowledgeBase:
+    version = make_ready_version(kb)
+    services.activate_version(version=version, actor=staff_user, reason="首次发布")
+    kb.refresh_from_db()
+    return kb
+
+
+@pytest.fixture
+def kb_with_two_published_versions(kb, staff_user) -> KnowledgeBase:
+    """v1 was active, v2 (v1's documents + one more) is active now."""
+    first = make_ready_version(kb)
+    services.activate_version(version=first, actor=staff_user, reason="v1")
+    second = make_ready_version(kb, documents=[*first.documents.all(), make_document(kb)])
+    services.activate_version(version=second, actor=staff_user, reason="v2")
+    kb.refresh_from_db()
+    return kb
+
+
+@pytest.fixture
+def media_root(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT

@@ -1,0 +1,192 @@
+"""Admin pages and actions through the Django test client (staff only)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from knowledge.models import (
+    FAQ,
+    Document,
+    DocumentStatus,
+    KnowledgeBase,
+    KnowledgeBaseVersion,
+    VersionActivation,
+    VersionStatus,
+)
+from tests.conftest import make_document, make_ready_version
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client_logged_in(client, staff_user):
+    client.force_login(staff_user)
+    return client
+
+
+ADMIN_PAGES = [
+    "admin:knowledge_knowledgebase_changelist",
+    "admin:knowledge_knowledgebase_add",
+    "admin:knowledge_knowledgebaseversion_changelist",
+    "admin:knowledge_versionactivation_changelist",
+    "admin:knowledge_document_changelist",
+    "admin:knowledge_document_upload",
+    "admin:knowledge_chunk_changelist",
+    "admin:knowledge_documentasset_changelist",
+    "admin:knowledge_faq_changelist",
+    "admin:knowledge_faq_add",
+    "admin:knowledge_cachenamespace_changelist",
+]
+
+
+@pytest.mark.parametrize("name", ADMIN_PAGES)
+def test_admin_pages_render_for_staff(admin_client_logged_in, kb_with_active_version, name):
+    response = admin_client_logged_in.get(reverse(name))
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("name", ADMIN_PAGES[:3])
+def test_admin_is_staff_only(client, member_user, name):
+    client.force_login(member_user)
+    response = client.get(reverse(name))
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
+
+
+def test_create_kb_in_admin_goes_through_the_service(admin_client_logged_in):
+    # when
+    response = admin_client_logged_in.post(
+        reverse("admin:knowledge_knowledgebase_add"),
+        {"slug": "it-helpdesk", "name": "IT 服务台", "description": "", "support_contact": "分机 8000",
+         "visibility": "internal", "chunk_size_tokens": 512, "chunk_overlap_tokens": 48},
+    )
+    # then
+    assert response.status_code == 302, response.content.decode()[:2000]
+    kb = KnowledgeBase.objects.get(slug="it-helpdesk")
+    assert kb.embedding_model == "local-hash-lexical-v1"
+    assert kb.cache_namespace.cache_epoch == 1
+
+
+def test_activate_action_asks_for_confirmation_then_records_reason_and_actor(admin_client_logged_in, kb, staff_user):
+    # given
+    version = make_ready_version(kb)
+    url = reverse("admin:knowledge_knowledgebaseversion_changelist")
+    # when: the first POST shows the confirmation page and changes nothing
+    confirm_page = admin_client_logged_in.post(url, {"action": "activate", "_selected_action": [version.pk]})
+    kb.refresh_from_db()
+    assert confirm_page.status_code == 200
+    assert "原因" in confirm_page.content.decode()
+    assert kb.active_version is None
+    # when: confirming without a reason is refused
+    no_reason = admin_client_logged_in.post(url, {"action": "activate", "_selected_action": [version.pk], "confirm": "yes", "reason": ""})
+    assert no_reason.status_code == 200
+    assert not VersionActivation.objects.exists()
+    # when: confirming with a reason switches
+    done = admin_client_logged_in.post(url, {"action": "activate", "_selected_action": [version.pk], "confirm": "yes", "reason": "季度更新"}, follow=True)
+    # then
+    kb.refresh_from_db()
+    assert kb.active_version == version
+    activation = VersionActivation.objects.get()
+    assert activation.reason == "季度更新"
+    assert activation.actor == staff_user
+    assert "已切换到 v1" in done.content.decode()
+
+
+def test_rollback_action_from_kb_list(admin_client_logged_in, kb_with_two_published_versions):
+    # given
+    kb = kb_with_two_published_versions
+    url = reverse("admin:knowledge_knowledgebase_changelist")
+    # when
+    admin_client_logged_in.post(url, {"action": "rollback_to_previous", "_selected_action": [kb.pk], "confirm": "yes", "reason": "回退"})
+    # then
+    kb.refresh_from_db()
+    assert kb.active_version.number == 1
+    assert VersionActivation.objects.filter(action="rollback", reason="回退").exists()
+
+
+def test_activating_a_building_version_shows_the_error(admin_client_logged_in, kb, staff_user):
+    # given
+    from knowledge import services
+
+    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    url = reverse("admin:knowledge_knowledgebaseversion_changelist")
+    # when
+    response = admin_client_logged_in.post(url, {"action": "activate", "_selected_action": [draft.pk], "confirm": "yes", "reason": "试试"}, follow=True)
+    # then
+    assert "只有就绪版本可以发布或回滚" in response.content.decode()
+    draft.refresh_from_db()
+    assert draft.status == VersionStatus.BUILDING
+
+
+def test_upload_page_accepts_many_files_into_the_draft(admin_client_logged_in, kb, media_root):
+    # when
+    response = admin_client_logged_in.post(
+        reverse("admin:knowledge_document_upload"),
+        {"knowledge_base": kb.pk, "source_tag": "hr",
+         "files": [SimpleUploadedFile("a.md", "# 甲\n内容".encode()), SimpleUploadedFile("b.txt", "乙的内容".encode())]},
+    )
+    # then
+    assert response.status_code == 302
+    draft = KnowledgeBaseVersion.objects.get(knowledge_base=kb, status=VersionStatus.BUILDING)
+    assert sorted(draft.documents.values_list("title", flat=True)) == ["a", "b"]
+    assert set(Document.objects.values_list("source_tag", flat=True)) == {"hr"}
+
+
+def test_upload_page_shows_validation_errors_and_stores_nothing(admin_client_logged_in, kb, media_root):
+    # when
+    response = admin_client_logged_in.post(
+        reverse("admin:knowledge_document_upload"),
+        {"knowledge_base": kb.pk, "files": [SimpleUploadedFile("fake.pdf", b"not a pdf at all")]},
+    )
+    # then
+    assert response.status_code == 200
+    assert "内容不是 PDF" in response.content.decode()
+    assert not Document.objects.exists()
+
+
+def test_retry_and_delete_actions(admin_client_logged_in, kb, staff_user, django_capture_on_commit_callbacks, monkeypatch):
+    # given
+    from knowledge import cleanup, services
+
+    monkeypatch.setattr(cleanup, "delete_document_vectors", lambda **kw: None)
+    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    failed = make_document(kb, status=DocumentStatus.FAILED)
+    doomed = make_document(kb)
+    draft.documents.add(failed, doomed)
+    url = reverse("admin:knowledge_document_changelist")
+    # when
+    admin_client_logged_in.post(url, {"action": "retry", "_selected_action": [failed.pk]})
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client_logged_in.post(url, {"action": "delete_documents", "_selected_action": [doomed.pk]})
+    # then
+    failed.refresh_from_db()
+    assert failed.status == DocumentStatus.QUEUED
+    assert not Document.objects.filter(pk=doomed.pk).exists()
+
+
+def test_faq_admin_saves_through_service_and_bumps_epoch(admin_client_logged_in, kb, django_capture_on_commit_callbacks):
+    # given
+    epoch = kb.cache_namespace.cache_epoch
+    # when
+    with django_capture_on_commit_callbacks(execute=False):
+        response = admin_client_logged_in.post(
+            reverse("admin:knowledge_faq_add"),
+            {"knowledge_base": kb.pk, "question": "年假有多少天？", "similar_questions_text": "年假几天\n年休假天数",
+             "answer": "每年 **15 天**。", "source_tag": "hr", "enabled": "on"},
+        )
+    # then
+    assert response.status_code == 302
+    faq = FAQ.objects.get()
+    assert faq.similar_questions == ["年假几天", "年休假天数"]
+    kb.cache_namespace.refresh_from_db()
+    assert kb.cache_namespace.cache_epoch == epoch + 1
+
+
+def test_document_change_view_is_read_only(admin_client_logged_in, kb):
+    document = make_document(kb, status=DocumentStatus.FAILED)
+    Document.objects.filter(pk=document.pk).update(error_code="pdf_encrypted", error_message="PDF 已加密")
+    response = admin_client_logged_in.get(reverse("admin:knowledge_document_change", args=[document.pk]))
+    assert response.status_code == 200
+    assert "PDF 已加密" in response.content.decode()

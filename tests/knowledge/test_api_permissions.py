@@ -1,0 +1,146 @@
+"""Who may read and manage a knowledge base over the API, for each visibility and role."""
+
+from __future__ import annotations
+
+import pytest
+
+from knowledge.models import Visibility
+from tests.conftest import api_client_for, make_kb
+
+pytestmark = pytest.mark.django_db
+
+ROLES = ["anonymous", "member", "engineer", "staff"]
+
+# visibility → roles that may read
+READERS = {
+    Visibility.PUBLIC: {"anonymous", "member", "engineer", "staff"},
+    Visibility.INTERNAL: {"member", "engineer", "staff"},
+    Visibility.RESTRICTED: {"engineer", "staff"},
+}
+
+
+@pytest.fixture
+def clients(member_user, engineer_user, staff_user):
+    return {
+        "anonymous": api_client_for(None),
+        "member": api_client_for(member_user),
+        "engineer": api_client_for(engineer_user),
+        "staff": api_client_for(staff_user),
+    }
+
+
+@pytest.mark.parametrize("visibility", list(READERS))
+@pytest.mark.parametrize("role", ROLES)
+def test_read_access_follows_visibility(clients, engineers_group, visibility, role):
+    # given
+    kb = make_kb(visibility=visibility, groups=[engineers_group])
+    client = clients[role]
+    # when
+    detail = client.get(f"/api/knowledge-bases/{kb.slug}/")
+    listing = client.get("/api/knowledge-bases/")
+    # then
+    listed = {item["id"] for item in listing.json()}
+    if role in READERS[visibility]:
+        assert detail.status_code == 200
+        assert detail.json()["id"] == kb.slug
+        assert kb.slug in listed
+    else:
+        # Not readable looks exactly like not existing.
+        assert detail.status_code == 404
+        assert detail.json()["code"] == "knowledge_base_not_found"
+        assert kb.slug not in listed
+
+
+@pytest.mark.parametrize("role", ["anonymous", "member", "engineer"])
+def test_only_staff_manage(clients, engineers_group, role):
+    # given
+    kb = make_kb(visibility=Visibility.PUBLIC, groups=[engineers_group])
+    client = clients[role]
+    # when
+    responses = [
+        client.post("/api/knowledge-bases/", {"id": "new-kb", "name": "新"}, format="json"),
+        client.patch(f"/api/knowledge-bases/{kb.slug}/", {"name": "改名"}, format="json"),
+        client.post(f"/api/knowledge-bases/{kb.slug}/versions/", {}, format="json"),
+        client.post(f"/api/knowledge-bases/{kb.slug}/faqs/", {"question": "q", "answer": "a"}, format="json"),
+    ]
+    # then
+    for response in responses:
+        assert response.status_code in (401, 403), response.content
+        assert response.json()["code"] in ("permission_denied", "not_authenticated")
+    kb.refresh_from_db()
+    assert kb.name != "改名"
+
+
+def test_staff_creates_and_updates_kb(clients):
+    # when
+    created = clients["staff"].post(
+        "/api/knowledge-bases/",
+        {"id": "hr-handbook", "name": "员工手册", "visibility": "restricted"},
+        format="json",
+    )
+    updated = clients["staff"].patch("/api/knowledge-bases/hr-handbook/", {"name": "员工手册 2025"}, format="json")
+    # then
+    assert created.status_code == 201
+    assert created.json()["embedding_model"] == "local-hash-lexical-v1"
+    assert created.json()["embedding_dimension"] == 512
+    assert updated.status_code == 200
+    assert updated.json()["name"] == "员工手册 2025"
+
+
+def test_create_kb_validation_errors_are_coded(clients, kb):
+    # when
+    bad_slug = clients["staff"].post("/api/knowledge-bases/", {"id": "Bad Slug!", "name": "x"}, format="json")
+    taken = clients["staff"].post("/api/knowledge-bases/", {"id": kb.slug, "name": "x"}, format="json")
+    # then
+    assert bad_slug.status_code == 400
+    assert bad_slug.json()["code"] == "invalid_request"
+    assert "id" in bad_slug.json()["errors"]
+    assert taken.status_code == 409
+    assert taken.json()["code"] == "slug_taken"
+
+
+def test_readers_see_only_published_documents(clients, kb_with_active_version, staff_user):
+    # given
+    from knowledge import services
+    from tests.conftest import make_document
+
+    kb = kb_with_active_version
+    kb.visibility = Visibility.INTERNAL
+    kb.save()
+    published = kb.active_version.documents.get()
+    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    unpublished = make_document(kb)
+    draft.documents.add(unpublished)
+    # when
+    member_list = clients["member"].get(f"/api/knowledge-bases/{kb.slug}/documents/").json()
+    staff_list = clients["staff"].get(f"/api/knowledge-bases/{kb.slug}/documents/").json()
+    hidden = clients["member"].get(f"/api/knowledge-bases/{kb.slug}/documents/{unpublished.pk}/")
+    # then
+    assert [d["id"] for d in member_list] == [published.pk]
+    assert {d["id"] for d in staff_list} == {published.pk, unpublished.pk}
+    assert hidden.status_code == 404
+
+
+def test_token_authentication(staff_user, kb):
+    # given
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    token = Token.objects.create(user=staff_user)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    # when
+    response = client.post(f"/api/knowledge-bases/{kb.slug}/versions/", {"label": "草稿"}, format="json")
+    # then
+    assert response.status_code == 201
+    assert response.json()["status"] == "building"
+
+
+def test_bad_token_is_401_with_code(kb):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
+    response = client.get("/api/knowledge-bases/")
+    assert response.status_code == 401
+    assert response.json()["code"] == "not_authenticated"
