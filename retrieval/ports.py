@@ -1,0 +1,191 @@
+"""Small ports between the pipelines and whatever serves models and vectors.
+
+Adapters live in `retrieval/providers/` (models) and `retrieval/milvus_store.py` (vectors); which
+ones run is chosen in settings (`RAG_PROVIDER`, `MILVUS_URI`). Ports are synchronous: the
+retrieval service runs independent calls concurrently on a bounded thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class ProviderError(Exception):
+    """A model provider call failed. Messages never contain keys or raw provider bodies."""
+
+    code = "provider_error"
+
+
+class ProviderTimeout(ProviderError):
+    code = "provider_timeout"
+
+
+class ProviderRateLimited(ProviderError):
+    code = "provider_rate_limited"
+
+
+class ProviderUnavailable(ProviderError):
+    """Connection refused, 5xx after retries, or the provider is not configured/available."""
+
+    code = "provider_unavailable"
+
+
+class ProviderBadResponse(ProviderError):
+    """The provider answered, but the answer breaks its contract (shape, indexes, sizes)."""
+
+    code = "provider_bad_response"
+
+
+class ProviderInputTooLarge(ProviderError):
+    """The request would exceed the provider's documented limits; nothing was sent."""
+
+    code = "provider_input_too_large"
+
+
+class VectorStoreError(Exception):
+    code = "vector_store_error"
+
+
+class VectorStoreUnavailable(VectorStoreError):
+    code = "vector_store_unavailable"
+
+
+class IncompatibleCollection(VectorStoreError):
+    """An existing collection was built with another schema, model or dimension."""
+
+    code = "incompatible_collection"
+
+
+# --- models -------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    model: str
+    dimension: int
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """One L2-normalised vector per text, in order."""
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+@runtime_checkable
+class QueryRewriter(Protocol):
+    name: str
+
+    def rewrite(self, question: str) -> str | None:
+        """At most one alternative phrasing, or None when there is nothing better to add."""
+
+
+@dataclass(frozen=True)
+class RerankScore:
+    index: int  # index into the documents passed in
+    score: float
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    name: str
+
+    def rerank(self, query: str, documents: Sequence[str], *, top_n: int) -> list[RerankScore]:
+        """Scores for the best `top_n` documents, best first; indexes valid and unique."""
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    name: str
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
+    ) -> Iterator[str]:
+        """Text deltas as they arrive. Closing the iterator cancels the underlying call."""
+
+    def complete(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
+    ) -> str: ...
+
+
+@runtime_checkable
+class Captioner(Protocol):
+    name: str
+
+    def caption(self, *, image_jpeg: bytes, context: str, ocr_text: str = "") -> str:
+        """A short Chinese description of the image for retrieval and citations."""
+
+
+# --- vectors ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    chunk_id: int
+    kb_id: int
+    document_id: int
+    content: str
+    content_type: str
+    vector: Sequence[float]
+
+
+@dataclass(frozen=True)
+class FaqRecord:
+    """One searchable question of a FAQ (the standard one or a similar one)."""
+
+    record_id: int
+    kb_id: int
+    faq_id: int
+    question: str
+    vector: Sequence[float]
+
+
+@dataclass(frozen=True)
+class DocumentFilter:
+    """Which documents a search may return, pushed down to the vector store.
+
+    Exactly one of `include` / `exclude` is set: the shorter expression of the same set.
+    """
+
+    include: tuple[int, ...] | None = None
+    exclude: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    id: int  # chunk id (or FAQ record id)
+    document_id: int  # document id (or FAQ id)
+    score: float
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    def upsert_chunks(self, records: Sequence[ChunkRecord]) -> None: ...
+
+    def delete_document(self, *, kb_id: int, document_id: int) -> None: ...
+
+    def search_dense(
+        self, *, kb_id: int, vector: Sequence[float], limit: int, documents: DocumentFilter
+    ) -> list[VectorHit]: ...
+
+    def search_sparse(
+        self, *, kb_id: int, query: str, limit: int, documents: DocumentFilter
+    ) -> list[VectorHit]: ...
+
+    def upsert_faqs(self, records: Sequence[FaqRecord]) -> None: ...
+
+    def delete_faqs(self, *, kb_id: int, faq_ids: Sequence[int]) -> None: ...
+
+    def search_faq_dense(
+        self, *, kb_id: int, vector: Sequence[float], limit: int
+    ) -> list[VectorHit]: ...
+
+    def search_faq_sparse(self, *, kb_id: int, query: str, limit: int) -> list[VectorHit]: ...

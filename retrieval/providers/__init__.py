@@ -1,0 +1,232 @@
+"""Model adapters, chosen by `settings.RAG_PROVIDER` ("local" | "dashscope" | "openai").
+
+Settings read (all with `getattr` defaults; settings load them from the environment):
+RAG_PROVIDER, RAG_EMBEDDING_MODEL, RAG_EMBEDDING_DIMENSION, DASHSCOPE_API_KEY, DASHSCOPE_BASE_URL,
+OPENAI_BASE_URL, OPENAI_API_KEY, RAG_CHAT_MODEL, RAG_REWRITE_MODEL, RAG_RERANK_MODEL,
+RAG_VISION_MODEL, RAG_PROVIDER_TIMEOUT_SECONDS, RAG_PROVIDER_MAX_RETRIES,
+RAG_PROVIDER_RETRY_BASE_DELAY_SECONDS, RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS.
+
+A knowledge base keeps the embedding space it was built with: `get_embedder(model, dimension)`
+with the KB's recorded values. "local-hash-lexical-v1" is served locally whatever the provider,
+so knowledge bases built offline keep working after switching to a remote provider; a remote
+model while RAG_PROVIDER is "local" is ImproperlyConfigured.
+
+Adapters are cached per configuration (thread-safe); changing settings (e.g. in tests) yields
+new instances, `clear_provider_cache()` drops them all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from retrieval.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker
+from retrieval.providers.local import (
+    LOCAL_EMBEDDING_MODEL,
+    ExtractiveChatModel,
+    IdentityRewriter,
+    LocalCaptioner,
+    LocalHashingEmbedder,
+    LocalLexicalReranker,
+)
+
+PROVIDERS = ("local", "dashscope", "openai")
+
+# Defaults for DashScope (Bailian); an OpenAI-compatible server has no sensible default models.
+_DASHSCOPE_MODELS = {
+    "RAG_CHAT_MODEL": "qwen-plus",
+    "RAG_REWRITE_MODEL": "qwen-plus",
+    "RAG_RERANK_MODEL": "qwen3-rerank",
+    "RAG_VISION_MODEL": "qwen-vl-plus",
+}
+
+T = TypeVar("T")
+
+_cache: dict[tuple[Any, ...], Any] = {}
+_cache_lock = threading.Lock()
+
+
+def clear_provider_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def _cached(key: tuple[Any, ...], build: Callable[[], T]) -> T:
+    with _cache_lock:
+        instance = _cache.get(key)
+        if instance is None:
+            instance = build()
+            _cache[key] = instance
+        return instance
+
+
+def _setting(name: str, default: Any = None) -> Any:
+    return getattr(settings, name, default)
+
+
+def _required(name: str, default: Any = None) -> Any:
+    value = _setting(name, default)
+    if value in (None, ""):
+        raise ImproperlyConfigured(f"{name} is not set")
+    return value
+
+
+def _provider() -> str:
+    provider = _setting("RAG_PROVIDER", "local") or "local"
+    if provider not in PROVIDERS:
+        raise ImproperlyConfigured(f"RAG_PROVIDER must be one of {', '.join(PROVIDERS)}")
+    return provider
+
+
+def _connection_settings(provider: str) -> dict[str, Any]:
+    common = {
+        "timeout": float(_setting("RAG_PROVIDER_TIMEOUT_SECONDS", 30.0)),
+        "max_retries": int(_setting("RAG_PROVIDER_MAX_RETRIES", 2)),
+        "retry_base_delay": float(_setting("RAG_PROVIDER_RETRY_BASE_DELAY_SECONDS", 0.5)),
+    }
+    if provider == "dashscope":
+        from retrieval.providers.dashscope import DEFAULT_BASE_URL
+
+        return {
+            **common,
+            "api_key": _required("DASHSCOPE_API_KEY"),
+            "base_url": _setting("DASHSCOPE_BASE_URL") or DEFAULT_BASE_URL,
+        }
+    return {
+        **common,
+        "base_url": _required("OPENAI_BASE_URL"),
+        "api_key": _setting("OPENAI_API_KEY") or "",
+    }
+
+
+def _key(kind: str, provider: str, model: str, extra: Any, connection: dict[str, Any]) -> tuple:
+    # The key stands for the configuration; the API key enters only as a digest.
+    fingerprint = tuple(
+        sorted(
+            (name, hashlib.sha256(str(value).encode()).hexdigest() if name == "api_key" else value)
+            for name, value in connection.items()
+        )
+    )
+    return (kind, provider, model, extra, fingerprint)
+
+
+def _model_setting(name: str, provider: str) -> str:
+    if provider == "dashscope":
+        return _setting(name) or _DASHSCOPE_MODELS[name]
+    if name == "RAG_REWRITE_MODEL":
+        return _setting(name) or _required("RAG_CHAT_MODEL")
+    return _required(name)
+
+
+def get_embedder(model: str | None = None, dimension: int | None = None) -> Embedder:
+    model = model or _required("RAG_EMBEDDING_MODEL", LOCAL_EMBEDDING_MODEL)
+    dimension = int(dimension or _required("RAG_EMBEDDING_DIMENSION"))
+    if model == LOCAL_EMBEDDING_MODEL:
+        return _cached(
+            ("embedder", "local", model, dimension),
+            lambda: LocalHashingEmbedder(dimension=dimension),
+        )
+    provider = _provider()
+    if provider == "local":
+        # The knowledge base was built with a remote model this deployment does not offer.
+        raise ImproperlyConfigured(
+            f"embedding model {model} needs RAG_PROVIDER=dashscope or RAG_PROVIDER=openai "
+            "(RAG_PROVIDER is local)"
+        )
+    connection = _connection_settings(provider)
+    if provider == "dashscope":
+        from retrieval.providers.dashscope import DashScopeEmbedder
+
+        return _cached(
+            _key("embedder", provider, model, dimension, connection),
+            lambda: DashScopeEmbedder(model=model, dimension=dimension, **connection),
+        )
+    from retrieval.providers.openai_compat import OpenAIEmbedder
+
+    send_dimensions = bool(_setting("RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS", False))
+    return _cached(
+        _key("embedder", provider, model, (dimension, send_dimensions), connection),
+        lambda: OpenAIEmbedder(
+            model=model, dimension=dimension, send_dimensions=send_dimensions, **connection
+        ),
+    )
+
+
+def get_reranker() -> Reranker:
+    provider = _provider()
+    if provider == "local":
+        return _cached(("reranker", "local"), LocalLexicalReranker)
+    model = _model_setting("RAG_RERANK_MODEL", provider)
+    connection = _connection_settings(provider)
+    if provider == "dashscope":
+        from retrieval.providers.dashscope import DashScopeReranker as remote
+    else:
+        from retrieval.providers.openai_compat import OpenAIReranker as remote
+    return _cached(
+        _key("reranker", provider, model, None, connection),
+        lambda: remote(model=model, **connection),
+    )
+
+
+def get_rewriter() -> QueryRewriter:
+    provider = _provider()
+    if provider == "local":
+        return _cached(("rewriter", "local"), IdentityRewriter)
+    model = _model_setting("RAG_REWRITE_MODEL", provider)
+    connection = _connection_settings(provider)
+    if provider == "dashscope":
+        from retrieval.providers.dashscope import DashScopeRewriter as remote
+    else:
+        from retrieval.providers.openai_compat import OpenAIRewriter as remote
+    return _cached(
+        _key("rewriter", provider, model, None, connection),
+        lambda: remote(model=model, **connection),
+    )
+
+
+def get_chat_model() -> ChatModel:
+    provider = _provider()
+    if provider == "local":
+        return _cached(("chat", "local"), ExtractiveChatModel)
+    model = _model_setting("RAG_CHAT_MODEL", provider)
+    connection = _connection_settings(provider)
+    if provider == "dashscope":
+        from retrieval.providers.dashscope import DashScopeChatModel as remote
+    else:
+        from retrieval.providers.openai_compat import OpenAIChatModel as remote
+    return _cached(
+        _key("chat", provider, model, None, connection),
+        lambda: remote(model=model, **connection),
+    )
+
+
+def get_captioner() -> Captioner:
+    provider = _provider()
+    if provider == "local":
+        return _cached(("captioner", "local"), LocalCaptioner)
+    model = _model_setting("RAG_VISION_MODEL", provider)
+    connection = _connection_settings(provider)
+    if provider == "dashscope":
+        from retrieval.providers.dashscope import DashScopeCaptioner as remote
+    else:
+        from retrieval.providers.openai_compat import OpenAICaptioner as remote
+    return _cached(
+        _key("captioner", provider, model, None, connection),
+        lambda: remote(model=model, **connection),
+    )
+
+
+__all__ = [
+    "PROVIDERS",
+    "clear_provider_cache",
+    "get_captioner",
+    "get_chat_model",
+    "get_embedder",
+    "get_reranker",
+    "get_rewriter",
+]

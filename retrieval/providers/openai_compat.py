@@ -1,0 +1,472 @@
+"""Any OpenAI-compatible server (vLLM, Ollama, Xinference, …) through the `openai` package.
+
+The client is created with `max_retries=0`: the SDK would also retry 408/409 and connection
+failures, with delays that cannot be shortened. Retries follow the shared policy instead
+(`_common.RetryPolicy`): 429 and 5xx only, exponential backoff with jitter, the same as the
+DashScope adapters. Timeouts are the client's `timeout` option.
+
+Token counts use the Qwen tokenizer (`retrieval.tokens`); for servers running other model
+families they are an approximation, so keep the limits below with some headroom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import openai
+
+from retrieval.ports import (
+    ChatMessage,
+    ProviderBadResponse,
+    ProviderInputTooLarge,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RerankScore,
+)
+from retrieval.providers._common import (
+    REWRITE_SYSTEM_PROMPT,
+    RerankLimits,
+    RetryableError,
+    RetryPolicy,
+    batches,
+    call_with_retries,
+    caption_prompt,
+    finish_caption,
+    is_retryable_status,
+    jpeg_data_uri,
+    parse_rewrite,
+    prepare_embedding_inputs,
+    rerank_prefix_length,
+    rewrite_user_prompt,
+    status_error,
+    validated_rerank,
+    validated_vectors,
+)
+from retrieval.tokens import count_tokens
+
+PROVIDER = "openai"
+T = TypeVar("T")
+
+# Self-hosted rerankers (bge-reranker, qwen3-reranker on vLLM/Xinference) document no request
+# budget of their own; these keep a request in the same range as qwen3-rerank.
+DEFAULT_RERANK_LIMITS = RerankLimits(
+    max_documents=100, max_item_tokens=4000, max_request_tokens=120_000
+)
+
+
+class _Connection:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        timeout: float,
+        max_retries: int,
+        retry_base_delay: float,
+        retry_max_delay: float,
+    ) -> None:
+        if not base_url:
+            raise ValueError("base_url is required")
+        self.timeout = timeout
+        self.retry = RetryPolicy(
+            max_retries=max_retries, base_delay=retry_base_delay, max_delay=retry_max_delay
+        )
+        # Servers without authentication still need some bearer value for the SDK.
+        self.client = openai.OpenAI(
+            api_key=api_key or "EMPTY",
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            max_retries=0,
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"<openai-compatible connection {self.client.base_url} timeout={self.timeout}>"
+
+    def call(self, request: Callable[[], T], *, what: str) -> T:
+        def attempt() -> T:
+            with self.errors(what):
+                return request()
+
+        return call_with_retries(attempt, self.retry, what=f"{PROVIDER} {what}")
+
+    @contextmanager
+    def errors(self, what: str) -> Iterator[None]:
+        """Map the SDK's exceptions to port errors; 429/5xx come wrapped in RetryableError.
+
+        Status errors are raised `from None`: their message carries the provider's body.
+        """
+        try:
+            yield
+        except openai.APITimeoutError as exc:
+            raise ProviderTimeout(f"{PROVIDER} {what}: no answer within {self.timeout}s") from exc
+        except openai.APIConnectionError as exc:
+            raise ProviderUnavailable(f"{PROVIDER} {what}: connection failed") from exc
+        except openai.APIStatusError as exc:
+            code = exc.code if isinstance(exc.code, str) else None
+            error = status_error(provider=PROVIDER, what=what, status=exc.status_code, code=code)
+            if is_retryable_status(exc.status_code):
+                raise RetryableError(error) from None
+            raise error from None
+        except openai.APIResponseValidationError:
+            raise ProviderBadResponse(f"{PROVIDER} {what}: malformed response") from None
+        except openai.APIError:
+            # An error event inside a stream that had already started.
+            raise ProviderUnavailable(f"{PROVIDER} {what}: error reported mid-stream") from None
+        except (ValueError, TypeError, AttributeError, KeyError):
+            # Malformed JSON (json.JSONDecodeError is a ValueError) or a body of the wrong shape.
+            raise ProviderBadResponse(f"{PROVIDER} {what}: malformed response") from None
+
+
+def _get(value: Any, *path: str | int) -> Any:
+    """Walk SDK models (built without validation) or plain dicts; None when anything is absent."""
+    for key in path:
+        if value is None:
+            return None
+        if isinstance(key, int):
+            if not isinstance(value, list) or len(value) <= key:
+                return None
+            value = value[key]
+        elif isinstance(value, dict):
+            value = value.get(key)
+        else:
+            value = getattr(value, key, None)
+    return value
+
+
+def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def _completion_text(completion: Any, *, what: str) -> str:
+    content = _get(completion, "choices", 0, "message", "content")
+    if not isinstance(content, str):
+        raise ProviderBadResponse(f"{PROVIDER} {what}: answer has no text")
+    return content
+
+
+# --- embeddings ---------------------------------------------------------------------------------
+
+
+class OpenAIEmbedder:
+    """/embeddings in batches. `dimensions` is sent only with `send_dimensions=True` (models
+    with adjustable output size); the returned size is always checked against `dimension`.
+    Over-long texts are refused with ProviderInputTooLarge, never truncated."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        dimension: int,
+        base_url: str,
+        api_key: str = "",
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+        batch_size: int = 32,
+        max_tokens_per_text: int = 8192,
+        send_dimensions: bool = False,
+    ) -> None:
+        self.model = model
+        self.dimension = dimension
+        self.batch_size = batch_size
+        self.max_tokens_per_text = max_tokens_per_text
+        self.send_dimensions = send_dimensions
+        self._connection = _Connection(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+        )
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        prepared = prepare_embedding_inputs(
+            texts, max_tokens_per_text=self.max_tokens_per_text, provider=PROVIDER
+        )
+        client = self._connection.client
+        extra: dict[str, Any] = {"dimensions": self.dimension} if self.send_dimensions else {}
+        vectors: list[list[float]] = []
+        for _, batch in batches(prepared, self.batch_size):
+            response = self._connection.call(
+                lambda batch=batch: client.embeddings.create(
+                    model=self.model, input=list(batch), encoding_format="float", **extra
+                ),
+                what="embedding",
+            )
+            data = _get(response, "data")
+            if not isinstance(data, list):
+                raise ProviderBadResponse(f"{PROVIDER} embedding: no data in answer")
+            vectors.extend(
+                validated_vectors(
+                    ((_get(item, "index"), _get(item, "embedding")) for item in data),
+                    expected=len(batch),
+                    dimension=self.dimension,
+                    provider=PROVIDER,
+                )
+            )
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+# --- rerank -------------------------------------------------------------------------------------
+
+
+class OpenAIReranker:
+    """POST {base_url}/rerank in the Jina/vLLM/Xinference format:
+    {"model", "query", "documents", "top_n"} → {"results": [{"index", "relevance_score"}]}.
+
+    Same budget and validation as the DashScope reranker: the longest fitting prefix of the
+    fusion-ordered documents is sent in one request; a query over the per-item limit is refused.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str = "",
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+        limits: RerankLimits = DEFAULT_RERANK_LIMITS,
+        path: str = "/rerank",
+    ) -> None:
+        self.model = model
+        self.name = f"{PROVIDER}:{model}"
+        self.limits = limits
+        self.path = path
+        self._connection = _Connection(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+        )
+
+    def rerank(self, query: str, documents: Sequence[str], *, top_n: int) -> list[RerankScore]:
+        if top_n <= 0 or not documents:
+            return []
+        kept = rerank_prefix_length(query, documents, limits=self.limits, provider=PROVIDER)
+        client = self._connection.client
+        body = {
+            "model": self.model,
+            "query": query,
+            "documents": list(documents[:kept]),
+            "top_n": min(top_n, kept),
+        }
+        response = self._connection.call(
+            lambda: client.post(self.path, cast_to=object, body=body), what="rerank"
+        )
+        if not isinstance(response, dict):
+            raise ProviderBadResponse(f"{PROVIDER} rerank: answer is not a JSON object")
+        return validated_rerank(response.get("results"), sent=kept, top_n=top_n, provider=PROVIDER)
+
+
+# --- rewrite ------------------------------------------------------------------------------------
+
+
+class OpenAIRewriter:
+    """chat.completions in JSON mode: {"rewrite": "..."}, validated (see `parse_rewrite`)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str = "",
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+        max_question_tokens: int = 1000,
+    ) -> None:
+        self.model = model
+        self.name = f"{PROVIDER}:{model}"
+        self.max_question_tokens = max_question_tokens
+        self._connection = _Connection(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+        )
+
+    def rewrite(self, question: str) -> str | None:
+        if not question.strip():
+            return None
+        if count_tokens(question) > self.max_question_tokens:
+            raise ProviderInputTooLarge(f"{PROVIDER} rewrite: question too long")
+        client = self._connection.client
+        completion = self._connection.call(
+            lambda: client.chat.completions.create(
+                model=self.model,
+                messages=[
+                    {"role": "system", "content": REWRITE_SYSTEM_PROMPT},
+                    {"role": "user", "content": rewrite_user_prompt(question)},
+                ],
+                response_format={"type": "json_object"},
+                temperature=0.1,
+                max_tokens=256,
+            ),
+            what="rewrite",
+        )
+        return parse_rewrite(
+            _completion_text(completion, what="rewrite"), original=question, provider=PROVIDER
+        )
+
+
+# --- chat ---------------------------------------------------------------------------------------
+
+
+class OpenAIChatModel:
+    """Streaming chat.completions; deltas are yielded as they arrive. Nothing is sent before the
+    first `next()`; closing the iterator closes the HTTP response. Only opening the stream is
+    retried."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str = "",
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+    ) -> None:
+        self.model = model
+        self.name = f"{PROVIDER}:{model}"
+        self._connection = _Connection(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+        )
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
+    ) -> Iterator[str]:
+        return self._stream(_messages(messages), max_tokens=max_tokens, temperature=temperature)
+
+    def complete(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
+    ) -> str:
+        client = self._connection.client
+        completion = self._connection.call(
+            lambda: client.chat.completions.create(
+                model=self.model,
+                messages=_messages(messages),
+                max_tokens=max_tokens,
+                temperature=temperature,
+            ),
+            what="chat",
+        )
+        return _completion_text(completion, what="chat")
+
+    def _stream(
+        self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float
+    ) -> Iterator[str]:
+        connection = self._connection
+        client = connection.client
+        # create() returns once the status line and headers are in: 429/5xx surface here.
+        stream = connection.call(
+            lambda: client.chat.completions.create(
+                model=self.model,
+                messages=messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stream=True,
+            ),
+            what="chat",
+        )
+        try:
+            chunks = iter(stream)
+            finished = False
+            while True:
+                with connection.errors("chat"):
+                    chunk = next(chunks, None)
+                if chunk is None:
+                    break
+                choices = _get(chunk, "choices")
+                if not isinstance(choices, list):
+                    raise ProviderBadResponse(f"{PROVIDER} chat: chunk without choices")
+                if not choices:  # e.g. a final usage-only chunk
+                    continue
+                if _get(choices, 0, "finish_reason"):
+                    finished = True
+                delta = _get(choices, 0, "delta", "content")
+                if delta is not None and not isinstance(delta, str):
+                    raise ProviderBadResponse(f"{PROVIDER} chat: chunk content is not text")
+                if delta:
+                    yield delta
+            if not finished:
+                raise ProviderBadResponse(f"{PROVIDER} chat: stream ended before the answer did")
+        except RetryableError as exc:
+            raise exc.error from None
+        finally:
+            stream.close()
+
+
+# --- captions -----------------------------------------------------------------------------------
+
+
+class OpenAICaptioner:
+    """chat.completions with the image as an `image_url` data URI (vision models on vLLM,
+    Ollama, …)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str = "",
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+    ) -> None:
+        self.model = model
+        self.name = f"{PROVIDER}:{model}"
+        self._connection = _Connection(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+        )
+
+    def caption(self, *, image_jpeg: bytes, context: str, ocr_text: str = "") -> str:
+        image = jpeg_data_uri(image_jpeg, provider=PROVIDER)
+        client = self._connection.client
+        completion = self._connection.call(
+            lambda: client.chat.completions.create(
+                model=self.model,
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": image}},
+                            {
+                                "type": "text",
+                                "text": caption_prompt(context=context, ocr_text=ocr_text),
+                            },
+                        ],
+                    }
+                ],
+                max_tokens=300,
+            ),
+            what="caption",
+        )
+        return finish_caption(_completion_text(completion, what="caption"), provider=PROVIDER)
