@@ -73,7 +73,9 @@ class DatabaseRelay(threading.Thread):
         rows = list(EventRow.objects.filter(id__gt=self.last_row_id).order_by("id")[:500])
         manager = get_listener_manager()
         for row in rows:
-            manager.add_to_queues(row.channel, Event(row.channel, row.type, row.data, id=row.eid))
+            # The storage keeps the SSE payload (a JSON string) JSON-encoded once more.
+            payload = json.loads(row.data)
+            manager.add_to_queues(row.channel, Event(row.channel, row.type, payload, id=row.eid))
             self.last_row_id = row.id
         return len(rows)
 

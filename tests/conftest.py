@@ -137,3 +137,58 @@ def kb_with_two_published_versions(kb, staff_user) -> KnowledgeBase:
 def media_root(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     return settings.MEDIA_ROOT
+
+
+# --- real components: Milvus Lite, the task queue -----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory):
+    """One real Milvus Lite server (gRPC on loopback) for the whole session."""
+    from tests.milvus import start_milvus_lite
+
+    uri, stop = start_milvus_lite(tmp_path_factory.mktemp("milvus"))
+    yield uri
+    stop()
+
+
+@pytest.fixture
+def milvus(settings, milvus_server):
+    """Point the app at the session's Milvus server, with a collection prefix of its own.
+
+    A fresh prefix per test keeps tests independent without restarting the server.
+    """
+    from retrieval.milvus_store import reset_vector_store_cache
+
+    settings.MILVUS_URI = milvus_server
+    settings.MILVUS_COLLECTION_PREFIX = f"t{next(_counter)}"
+    reset_vector_store_cache()
+    yield milvus_server
+    reset_vector_store_cache()
+
+
+@pytest.fixture
+def run_tasks(settings):
+    """Run queued tasks inline as they are enqueued (after commit), like a worker would.
+
+    django-tasks rebuilds its backends when TASKS changes (setting_changed), so this is enough.
+    """
+    settings.TASKS = {
+        "default": {
+            "BACKEND": "django_tasks.backends.immediate.ImmediateBackend",
+            "QUEUES": ["default", "ingestion"],
+        }
+    }
+    yield
+
+
+@pytest.fixture
+def database_tasks(settings):
+    """The production queue: tasks become rows that a db_worker (or `bulk`) runs."""
+    settings.TASKS = {
+        "default": {
+            "BACKEND": "django_tasks_db.DatabaseBackend",
+            "QUEUES": ["default", "ingestion"],
+        }
+    }
+    yield

@@ -219,6 +219,27 @@ MILVUS_URI = env("MILVUS_URI", default=str(VAR_DIR / "milvus" / "ragsite.db"))
 MILVUS_TOKEN = env("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION_PREFIX = env("MILVUS_COLLECTION_PREFIX", default="ragsite")
 
+# Model providers. Keys only from the environment; they never reach logs, traces or browsers.
+DASHSCOPE_API_KEY = env("DASHSCOPE_API_KEY", default="")
+DASHSCOPE_BASE_URL = env("DASHSCOPE_BASE_URL", default="https://dashscope.aliyuncs.com/api/v1")
+OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="")
+OPENAI_API_KEY = env("OPENAI_API_KEY", default="")
+RAG_CHAT_MODEL = env("RAG_CHAT_MODEL", default="")
+RAG_REWRITE_MODEL = env("RAG_REWRITE_MODEL", default="")
+RAG_RERANK_MODEL = env("RAG_RERANK_MODEL", default="")
+RAG_VISION_MODEL = env("RAG_VISION_MODEL", default="")
+RAG_PROVIDER_TIMEOUT_SECONDS = env.float("RAG_PROVIDER_TIMEOUT_SECONDS", default=30.0)
+RAG_PROVIDER_MAX_RETRIES = env.int("RAG_PROVIDER_MAX_RETRIES", default=2)
+RAG_PROVIDER_RETRY_BASE_DELAY_SECONDS = env.float("RAG_PROVIDER_RETRY_BASE_DELAY_SECONDS", default=0.5)
+RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS = env.bool("RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS", default=False)
+
+# Retrieval: channel threads per process, L2 cache lifetimes.
+RAG_RETRIEVAL_THREADS = env.int("RAG_RETRIEVAL_THREADS", default=8)
+RAG_CACHE_EMBEDDING_TTL_SECONDS = env.int("RAG_CACHE_EMBEDDING_TTL_SECONDS", default=24 * 3600)
+RAG_CACHE_CANDIDATES_TTL_SECONDS = env.int("RAG_CACHE_CANDIDATES_TTL_SECONDS", default=600)
+
+RAG_MAX_SHEET_ROWS = env.int("RAG_MAX_SHEET_ROWS", default=200_000)
+RAG_PARSE_MAX_MEMBER_BYTES = env.int("RAG_PARSE_MAX_MEMBER_BYTES", default=100 * 1024 * 1024)
 RAG_OCR_ENABLED = env.bool("RAG_OCR_ENABLED", default=True)
 RAG_OCR_SECONDS_PER_PAGE = env.float("RAG_OCR_SECONDS_PER_PAGE", default=20.0)
 # A document stuck in PARSING / INDEXING longer than this is re-queued when a worker starts.
@@ -236,6 +257,8 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "jieba": {"level": "WARNING"},
+        # pymilvus logs every failed call with a traceback; the store reports them itself.
+        "pymilvus.decorators": {"level": "CRITICAL"},
     },
 }
 

@@ -1,0 +1,165 @@
+"""Evaluation questions for the demo knowledge base.
+
+Each entry: {question, expected_answer, file, must_contain}.
+- `expected_answer`: a short string that a correct answer contains, verbatim in `file`.
+- `file`: the demo file (see `content.MANIFEST`) holding the gold passage.
+- `must_contain`: a distinctive phrase the gold chunk must contain, for retrieval tests.
+Both strings are compared after removing whitespace, since PDF extraction and OCR move spaces and
+line breaks around (e.g. "3 个工作日" comes back from OCR as "3个工作日").
+"""
+
+from __future__ import annotations
+
+QUESTIONS: list[dict] = [
+    # employee_handbook.md
+    {
+        "question": "工作满 3 年的员工每年有几天带薪年假？",
+        "expected_answer": "7天",
+        "file": "employee_handbook.md",
+        "must_contain": "满 1 年不满 10 年",
+    },
+    {
+        "question": "普通员工去深圳出差，住宿标准每晚多少钱？",
+        "expected_answer": "500元/晚",
+        "file": "employee_handbook.md",
+        "must_contain": "北京、上海、广州、深圳",
+    },
+    {
+        "question": "普通员工去三类城市出差，住宿标准是多少？",
+        "expected_answer": "200元/晚",
+        "file": "employee_handbook.md",
+        "must_contain": "三类城市",
+    },
+    {
+        "question": "报销金额超过多少需要财务总监审批？",
+        "expected_answer": "20,000 元",
+        "file": "employee_handbook.md",
+        "must_contain": "财务总监审批",
+    },
+    {
+        "question": "弹性工作制的核心工作时间是几点到几点？",
+        "expected_answer": "10:00–16:00",
+        "file": "employee_handbook.md",
+        "must_contain": "核心工作时间",
+    },
+    {
+        "question": "婚假有几天？",
+        "expected_answer": "10 天",
+        "file": "employee_handbook.md",
+        "must_contain": "领取结婚证后 1 年内",
+    },
+    {
+        "question": "住房公积金的缴存比例是多少？",
+        "expected_answer": "12%",
+        "file": "employee_handbook.md",
+        "must_contain": "住房公积金缴存比例",
+    },
+    # it_helpdesk_guide.docx
+    {
+        "question": "域账号密码最少要几位？",
+        "expected_answer": "12 位",
+        "file": "it_helpdesk_guide.docx",
+        "must_contain": "长度至少 12 位",
+    },
+    {
+        "question": "VPN 空闲多久会自动断开？",
+        "expected_answer": "30 分钟",
+        "file": "it_helpdesk_guide.docx",
+        "must_contain": "空闲 30 分钟后自动断开",
+    },
+    {
+        "question": "P2 优先级的工单要在多长时间内解决？",
+        "expected_answer": "8小时",
+        "file": "it_helpdesk_guide.docx",
+        "must_contain": "个人完全无法工作",
+    },
+    {
+        "question": "每人每月可以彩色打印多少页？",
+        "expected_answer": "100 页",
+        "file": "it_helpdesk_guide.docx",
+        "must_contain": "彩色打印每人每月额度",
+    },
+    {
+        "question": "IT 服务台的现场服务点在哪里？",
+        "expected_answer": "A 座 3 楼 305 室",
+        "file": "it_helpdesk_guide.docx",
+        "must_contain": "现场服务点",
+    },
+    # product_specs.xlsx
+    {
+        "question": "星河X3 Pro 的最大无线速率是多少？",
+        "expected_answer": "5400Mbps",
+        "file": "product_specs.xlsx",
+        "must_contain": "Wi-Fi 6E",
+    },
+    {
+        "question": "星河X5 Mesh 两只装的建议零售价是多少？",
+        "expected_answer": "1599元",
+        "file": "product_specs.xlsx",
+        "must_contain": "1599元（两只装）",
+    },
+    {
+        "question": "成都的售后服务网点电话是多少？",
+        "expected_answer": "400-826-9900 转 5",
+        "file": "product_specs.xlsx",
+        "must_contain": "星河成都服务站",
+    },
+    # product_manual.pdf
+    {
+        "question": "星河路由器的管理地址是什么？",
+        "expected_answer": "192.168.10.1",
+        "file": "product_manual.pdf",
+        "must_contain": "http://192.168.10.1",
+    },
+    {
+        "question": "路由器什么时候自动升级固件？",
+        "expected_answer": "3:00–5:00",
+        "file": "product_manual.pdf",
+        "must_contain": "凌晨 3:00–5:00",
+    },
+    {
+        "question": "星河X1 推荐覆盖多大面积？",
+        "expected_answer": "90平方米",
+        "file": "product_manual.pdf",
+        "must_contain": "推荐覆盖面积",
+    },
+    {
+        "question": "产品序列号在哪里可以找到？",
+        "expected_answer": "机身底部标签",
+        "file": "product_manual.pdf",
+        "must_contain": "以“XH”开头的 16 位字符",
+    },
+    {
+        "question": "恢复出厂设置要按住 RESET 孔多久？",
+        "expected_answer": "10 秒",
+        "file": "product_manual.pdf",
+        "must_contain": "按住机身背面的 RESET 孔",
+    },
+    # scanned_safety_notice.pdf (image only: reachable through OCR alone)
+    {
+        "question": "办公室安全检查发现的问题要在几天内整改？",
+        "expected_answer": "3 个工作日",
+        "file": "scanned_safety_notice.pdf",
+        "must_contain": "完成整改",
+    },
+    {
+        "question": "2024 年度办公室安全检查的联系人是谁？",
+        "expected_answer": "王芳",
+        "file": "scanned_safety_notice.pdf",
+        "must_contain": "分机 8126",
+    },
+    # office_locations.csv
+    {
+        "question": "上海分公司的前台电话是多少？",
+        "expected_answer": "分机 8200",
+        "file": "office_locations.csv",
+        "must_contain": "上海分公司",
+    },
+    # it_announcement_vpn.html
+    {
+        "question": "旧版 XH-Connect 客户端什么时候停止服务？",
+        "expected_answer": "2025 年 3 月 31 日",
+        "file": "it_announcement_vpn.html",
+        "must_contain": "停止服务",
+    },
+]

@@ -1,0 +1,66 @@
+"""Keeping the FAQ question index in Milvus in step with the FAQ rows.
+
+Each enabled FAQ is indexed as one record per question (the standard one and each similar one),
+so a user question close to any phrasing finds it. Indexing runs after commit as a task, reads the
+rows as they are then, and is idempotent: it first removes every record of the FAQ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+
+# Record ids are faq_id * STRIDE + question index; this bounds similar questions per FAQ.
+RECORD_STRIDE = 1000
+MAX_QUESTIONS_PER_FAQ = 50
+
+
+def record_id(faq_id: int, index: int) -> int:
+    return faq_id * RECORD_STRIDE + index
+
+
+def schedule_faq_reindex(*, kb_id: int, faq_ids: Sequence[int]) -> None:
+    ids = list(faq_ids)
+
+    def enqueue() -> None:
+        from .tasks import index_faqs
+
+        index_faqs.enqueue(kb_id=kb_id, faq_ids=ids)
+
+    transaction.on_commit(enqueue)
+
+
+def reindex_faqs(*, kb_id: int, faq_ids: Sequence[int]) -> int:
+    """Bring the index of these FAQs in line with the database; returns records written."""
+    from retrieval.milvus_store import get_vector_store
+    from retrieval.ports import FaqRecord
+    from retrieval.providers import get_embedder
+
+    from .models import FAQ, KnowledgeBase
+
+    kb = KnowledgeBase.objects.get(pk=kb_id)
+    store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
+    store.delete_faqs(kb_id=kb_id, faq_ids=list(faq_ids))
+    faqs = list(FAQ.objects.filter(knowledge_base_id=kb_id, pk__in=faq_ids, enabled=True))
+    pending: list[tuple[int, int, str]] = []
+    for faq in faqs:
+        questions = [faq.question, *faq.similar_questions][:MAX_QUESTIONS_PER_FAQ]
+        pending.extend((record_id(faq.pk, i), faq.pk, q) for i, q in enumerate(questions))
+    if not pending:
+        return 0
+    embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
+    vectors = embedder.embed_documents([question for _, _, question in pending])
+    store.upsert_faqs(
+        [
+            FaqRecord(record_id=rid, kb_id=kb_id, faq_id=fid, question=question, vector=vector)
+            for (rid, fid, question), vector in zip(pending, vectors, strict=True)
+        ]
+    )
+    return len(pending)
+
+
+def reindex_all_faqs(*, kb_id: int) -> int:
+    from .models import FAQ
+
+    return reindex_faqs(kb_id=kb_id, faq_ids=list(FAQ.objects.filter(knowledge_base_id=kb_id).values_list("pk", flat=True)))

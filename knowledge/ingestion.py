@@ -1,0 +1,452 @@
+"""The ingestion pipeline of one document: sniff → parse → chunk → assets → embed → index → READY.
+
+Runs in a background task (django-tasks). It is idempotent — a re-run replaces the document's
+chunks, assets and vectors — and crash-safe: database writes and the Milvus upsert happen before
+the document turns READY, and retrieval only ever serves READY documents, so a crash in between
+leaves a document that is re-queued at worker start, never a half-indexed one that answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from . import events
+from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase
+from .parsing import ParseLimits, parse_document
+from .parsing.types import ParsedImage, ParseError, ParseResult
+
+logger = logging.getLogger(__name__)
+
+EMBED_BATCH = 64
+
+
+@dataclass
+class StageTimer:
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add(self, stage: str, started: float) -> None:
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - started
+
+
+@dataclass(frozen=True)
+class IngestionReport:
+    document_id: int
+    status: str
+    chunk_count: int = 0
+    error_code: str = ""
+    error_message: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class IngestionFailed(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def parse_limits() -> ParseLimits:
+    defaults = ParseLimits()
+    return replace(
+        defaults,
+        ocr_enabled=settings.RAG_OCR_ENABLED,
+        ocr_seconds_per_page=settings.RAG_OCR_SECONDS_PER_PAGE,
+        max_total_uncompressed=settings.RAG_MAX_ARCHIVE_UNCOMPRESSED_BYTES,
+        max_archive_members=settings.RAG_MAX_ARCHIVE_MEMBERS,
+        max_sheet_rows=getattr(settings, "RAG_MAX_SHEET_ROWS", defaults.max_sheet_rows),
+        max_archive_member_bytes=getattr(
+            settings, "RAG_PARSE_MAX_MEMBER_BYTES", defaults.max_archive_member_bytes
+        ),
+    )
+
+
+def ingest_document(*, document_id: int) -> IngestionReport:
+    """Process one document end to end. Never raises for bad input: it ends FAILED instead."""
+    timer = StageTimer()
+    document = _claim(document_id)
+    if document is None:
+        current = Document.objects.filter(pk=document_id).values_list("status", flat=True).first()
+        return IngestionReport(document_id=document_id, status=current or "deleted")
+    try:
+        chunk_count = _run(document, timer)
+    except IngestionFailed as exc:
+        _fail(document, exc.code, exc.message)
+        return IngestionReport(
+            document_id=document_id, status=DocumentStatus.FAILED, error_code=exc.code,
+            error_message=exc.message, seconds=timer.seconds,
+        )
+    except Document.DoesNotExist:
+        # Deleted while we worked: the purge removes what we wrote.
+        _remove_vectors(document)
+        return IngestionReport(document_id=document_id, status="deleted", seconds=timer.seconds)
+    except Exception:
+        # Recorded on the document for staff and re-raised so the task result shows it too.
+        logger.exception("ingestion of document %s crashed", document_id)
+        _fail(document, "internal_error", _("处理文档时发生内部错误，请重试或联系管理员。"))
+        raise
+    return IngestionReport(
+        document_id=document_id, status=DocumentStatus.READY, chunk_count=chunk_count,
+        seconds=timer.seconds,
+    )
+
+
+def _claim(document_id: int) -> Document | None:
+    """QUEUED → PARSING, atomically, so two workers never process the same document."""
+    now = timezone.now()
+    with transaction.atomic():
+        claimed = Document.objects.filter(pk=document_id, status=DocumentStatus.QUEUED).update(
+            status=DocumentStatus.PARSING, status_changed_at=now, error_code="", error_message="",
+            attempts=F("attempts") + 1,
+        )
+        if not claimed:
+            return None
+        document = Document.objects.select_related("knowledge_base").get(pk=document_id)
+        _publish(document, DocumentStatus.PARSING)
+    return document
+
+
+def _run(document: Document, timer: StageTimer) -> int:
+    kb = document.knowledge_base
+    embedder = _embedder_for(kb)
+
+    started = time.perf_counter()
+    data = _read_original(document)
+    try:
+        parsed = parse_document(
+            data,
+            file_type=document.file_type,
+            filename=document.original_name,
+            limits=parse_limits(),
+            text_encoding=document.metadata.get("text_encoding"),
+        )
+    except ParseError as exc:
+        raise IngestionFailed(exc.code, exc.message) from exc
+    timer.add("parse", started)
+
+    from .chunking import chunk_document
+
+    started = time.perf_counter()
+    drafts = chunk_document(
+        parsed,
+        document_key=document.sha256,
+        chunk_tokens=kb.chunk_size_tokens,
+        overlap_tokens=kb.chunk_overlap_tokens,
+    )
+    if not drafts:
+        raise IngestionFailed("no_text", _("文档中没有可提取的文字内容（扫描件识别也未得到文字）。"))
+    timer.add("chunk", started)
+
+    _set_status(document, DocumentStatus.INDEXING)
+
+    started = time.perf_counter()
+    captions = _caption_images(parsed, drafts)
+    contents = [
+        _image_chunk_content(draft, captions) if draft.content_type == "image" else draft.content
+        for draft in drafts
+    ]
+    timer.add("assets", started)
+
+    started = time.perf_counter()
+    vectors = _embed(embedder, contents, kb)
+    timer.add("embed", started)
+
+    started = time.perf_counter()
+    chunks = _replace_rows(document, parsed, drafts, contents, captions)
+    timer.add("store", started)
+
+    started = time.perf_counter()
+    _index(kb, document, chunks, vectors)
+    timer.add("upsert", started)
+
+    with transaction.atomic():
+        updated = Document.objects.filter(pk=document.pk).update(
+            status=DocumentStatus.READY,
+            status_changed_at=timezone.now(),
+            chunk_count=len(chunks),
+            page_count=parsed.page_count,
+            error_code="",
+            error_message="",
+            metadata={
+                **document.metadata,
+                "warnings": parsed.warnings[:20],
+                "ocr_pages": parsed.ocr_pages,
+                "stage_seconds": {k: round(v, 3) for k, v in timer.seconds.items()},
+            },
+        )
+        if not updated:
+            raise Document.DoesNotExist
+        document.status = DocumentStatus.READY
+        document.chunk_count = len(chunks)
+        _publish(document, DocumentStatus.READY)
+        from .services import refresh_version_readiness
+
+        refresh_version_readiness(
+            version_ids=list(document.versions.values_list("pk", flat=True))
+        )
+    return len(chunks)
+
+
+def _embedder_for(kb: KnowledgeBase):
+    from retrieval.providers import get_embedder
+
+    try:
+        embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
+    except ImproperlyConfigured as exc:
+        raise IngestionFailed(
+            "embedding_mismatch",
+            _("知识库使用向量模型 %(model)s（%(dim)d 维），当前配置的模型服务无法生成该向量：%(error)s")
+            % {"model": kb.embedding_model, "dim": kb.embedding_dimension, "error": exc},
+        ) from exc
+    if embedder.model != kb.embedding_model or embedder.dimension != kb.embedding_dimension:
+        raise IngestionFailed(
+            "embedding_mismatch",
+            _("知识库使用向量模型 %(kb_model)s（%(kb_dim)d 维），当前为 %(model)s（%(dim)d 维），拒绝混用。")
+            % {
+                "kb_model": kb.embedding_model, "kb_dim": kb.embedding_dimension,
+                "model": embedder.model, "dim": embedder.dimension,
+            },
+        )
+    return embedder
+
+
+def _read_original(document: Document) -> bytes:
+    try:
+        with document.file.open("rb") as handle:
+            data = handle.read(settings.RAG_MAX_UPLOAD_BYTES + 1)
+    except (FileNotFoundError, OSError) as exc:
+        raise IngestionFailed("file_missing", _("找不到原始文件，请重新上传。")) from exc
+    if len(data) > settings.RAG_MAX_UPLOAD_BYTES:
+        raise IngestionFailed("file_too_large", _("文件超过大小上限。"))
+    if hashlib.sha256(data).hexdigest() != document.sha256:
+        raise IngestionFailed("file_corrupt", _("存储中的文件与上传时的校验值不一致，请重新上传。"))
+    return data
+
+
+def _caption_images(parsed: ParseResult, drafts) -> dict[str, str]:
+    """Caption the images that chunks refer to (vision model, or OCR + nearby text offline)."""
+    from retrieval.ports import ProviderError
+    from retrieval.providers import get_captioner
+
+    wanted = {key for draft in drafts for key in draft.image_keys}
+    if not wanted:
+        return {}
+    captioner = get_captioner()
+    captions: dict[str, str] = {}
+    for image in parsed.images:
+        if image.key not in wanted:
+            continue
+        ocr_text = image.ocr_text or _ocr_image(image)
+        try:
+            captions[image.key] = captioner.caption(
+                image_jpeg=image.jpeg, context=image.nearby_text, ocr_text=ocr_text
+            ).strip()
+        except ProviderError as exc:
+            # A caption is an aid to retrieval, not the evidence itself: keep the image with
+            # its nearby text rather than failing the whole document.
+            logger.warning("caption failed for image %s: %s", image.key, exc)
+            captions[image.key] = (image.nearby_text or ocr_text)[:500]
+    return captions
+
+
+def _ocr_image(image: ParsedImage) -> str:
+    if not getattr(settings, "RAG_OCR_ENABLED", True):
+        return ""
+    from .parsing.ocr import ocr_image_text
+
+    return ocr_image_text(image.jpeg, seconds=getattr(settings, "RAG_OCR_SECONDS_PER_PAGE", 20.0))
+
+
+def _image_chunk_content(draft, captions: dict[str, str]) -> str:
+    texts = [captions[key] for key in draft.image_keys if captions.get(key)]
+    if not texts:
+        return draft.content
+    return "\n".join(f"[图片] {text}" for text in texts)
+
+
+def _embed(embedder, contents: list[str], kb: KnowledgeBase) -> list[list[float]]:
+    from retrieval.ports import ProviderError
+
+    vectors: list[list[float]] = []
+    try:
+        for start in range(0, len(contents), EMBED_BATCH):
+            vectors.extend(embedder.embed_documents(contents[start : start + EMBED_BATCH]))
+    except ProviderError as exc:
+        raise IngestionFailed(
+            "embedding_failed", _("向量化失败：%(error)s。请稍后重试。") % {"error": exc}
+        ) from exc
+    if len(vectors) != len(contents) or any(len(v) != kb.embedding_dimension for v in vectors):
+        raise IngestionFailed("embedding_mismatch", _("向量模型返回的向量数量或维度与知识库不一致。"))
+    return vectors
+
+
+@transaction.atomic
+def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> list[Chunk]:
+    Document.objects.select_for_update().get(pk=document.pk)  # raises if deleted meanwhile
+    old_asset_keys = list(
+        DocumentAsset.objects.filter(document=document).values_list("file", flat=True)
+    )
+    Chunk.objects.filter(document=document).delete()
+    DocumentAsset.objects.filter(document=document).delete()
+
+    wanted = {key for draft in drafts for key in draft.image_keys}
+    asset_ids: dict[str, int] = {}
+    new_keys: set[str] = set()
+    for ordinal, image in enumerate(img for img in parsed.images if img.key in wanted):
+        sha = hashlib.sha256(image.jpeg).hexdigest()
+        asset = DocumentAsset(
+            document=document,
+            ordinal=ordinal,
+            page=image.page,
+            bbox=image.bbox.as_list() if image.bbox else [],
+            width=image.width,
+            height=image.height,
+            caption=captions.get(image.key, ""),
+            sha256=sha,
+        )
+        storage_key = asset.file.field.generate_filename(asset, "asset.jpg")
+        if not asset.file.storage.exists(storage_key):
+            asset.file.save("asset.jpg", ContentFile(image.jpeg), save=False)
+        else:
+            asset.file.name = storage_key
+        new_keys.add(asset.file.name)
+        asset.save()
+        asset_ids[image.key] = asset.pk
+
+    from retrieval.tokens import count_tokens
+
+    chunks = Chunk.objects.bulk_create(
+        [
+            Chunk(
+                document=document,
+                knowledge_base_id=document.knowledge_base_id,
+                ordinal=draft.ordinal,
+                parent_id=draft.parent_id,
+                heading_path=list(draft.heading_path),
+                locator=draft.locator,
+                bboxes=draft.bboxes,
+                content_type=draft.content_type,
+                content=content,
+                token_count=draft.token_count if content == draft.content else count_tokens(content),
+                asset_ids=[asset_ids[key] for key in draft.image_keys if key in asset_ids],
+            )
+            for draft, content in zip(drafts, contents, strict=True)
+        ]
+    )
+    stale = [key for key in old_asset_keys if key and key not in new_keys]
+    if stale:
+        storage = DocumentAsset._meta.get_field("file").storage
+        transaction.on_commit(lambda: [storage.delete(key) for key in stale])
+    return chunks
+
+
+def _index(kb: KnowledgeBase, document: Document, chunks: list[Chunk], vectors) -> None:
+    from retrieval.milvus_store import get_vector_store
+    from retrieval.ports import ChunkRecord, VectorStoreError
+
+    try:
+        store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
+        # Replace, not merge: a re-run may produce fewer chunks than the previous one.
+        store.delete_document(kb_id=kb.pk, document_id=document.pk)
+        store.upsert_chunks(
+            [
+                ChunkRecord(
+                    chunk_id=chunk.pk, kb_id=kb.pk, document_id=document.pk,
+                    content=chunk.content, content_type=chunk.content_type, vector=vector,
+                )
+                for chunk, vector in zip(chunks, vectors, strict=True)
+            ]
+        )
+    except VectorStoreError as exc:
+        raise IngestionFailed(
+            getattr(exc, "code", "vector_store_error"),
+            _("写入向量库失败：%(error)s。请稍后重试。") % {"error": exc},
+        ) from exc
+
+
+def _remove_vectors(document: Document) -> None:
+    from .cleanup import delete_document_vectors
+
+    kb = document.knowledge_base
+    delete_document_vectors(
+        kb_id=kb.pk, document_id=document.pk,
+        embedding_model=kb.embedding_model, dimension=kb.embedding_dimension,
+    )
+
+
+def _set_status(document: Document, status: str) -> None:
+    with transaction.atomic():
+        if not Document.objects.filter(pk=document.pk).update(
+            status=status, status_changed_at=timezone.now()
+        ):
+            raise Document.DoesNotExist
+        document.status = status
+        _publish(document, status)
+
+
+def _fail(document: Document, code: str, message: str) -> None:
+    """FAILED with a code and message; rows of a partial run are removed so nothing half-indexed
+    remains (stray vectors are harmless: retrieval only serves READY documents)."""
+    with transaction.atomic():
+        Chunk.objects.filter(document_id=document.pk).delete()
+        asset_keys = list(DocumentAsset.objects.filter(document_id=document.pk).values_list("file", flat=True))
+        DocumentAsset.objects.filter(document_id=document.pk).delete()
+        if asset_keys:
+            storage = DocumentAsset._meta.get_field("file").storage
+            transaction.on_commit(lambda: [storage.delete(key) for key in asset_keys if key])
+        Document.objects.filter(pk=document.pk).update(
+            status=DocumentStatus.FAILED,
+            status_changed_at=timezone.now(),
+            error_code=code[:64],
+            error_message=message,
+        )
+        document.status = DocumentStatus.FAILED
+        _publish(document, DocumentStatus.FAILED, error_code=code, error_message=message)
+
+
+def _publish(document: Document, status: str, **extra) -> None:
+    events.publish_kb_event(
+        kb_id=document.knowledge_base_id,
+        event="document",
+        data={
+            "document": document.pk,
+            "title": document.title,
+            "status": status,
+            "status_label": str(DocumentStatus(status).label),
+            "chunk_count": document.chunk_count,
+            **extra,
+        },
+    )
+
+
+def requeue_stale_documents(*, older_than: timedelta | None = None) -> list[int]:
+    """Re-queue documents whose job died mid-way (worker crash, kill, power loss).
+
+    Called at worker start. QUEUED documents that old are re-queued too: their task may have
+    been lost between the commit and the enqueue.
+    """
+    if older_than is None:
+        older_than = timedelta(seconds=getattr(settings, "RAG_INGESTION_STALE_SECONDS", 900))
+    cutoff = timezone.now() - older_than
+    stale = list(
+        Document.objects.filter(
+            status__in=[DocumentStatus.PARSING, DocumentStatus.INDEXING, DocumentStatus.QUEUED],
+            status_changed_at__lt=cutoff,
+        ).values_list("pk", flat=True)
+    )
+    if stale:
+        from .services import requeue_documents
+
+        requeue_documents(document_ids=stale)
+    return stale

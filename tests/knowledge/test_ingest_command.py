@@ -1,0 +1,80 @@
+"""`manage.py ingest` and the demo corpus: every demo file ends READY with sensible chunks."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from knowledge.demo.build import build_demo_corpus
+from knowledge.models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, VersionStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    return build_demo_corpus(tmp_path_factory.mktemp("demo"))[0].parent
+
+
+def test_ingest_demo_corpus_creates_activates_and_reports(demo_dir, milvus, database_tasks, media_root):
+    # when
+    out = io.StringIO()
+    call_command("ingest", str(demo_dir), "--kb", "demo", "--create", "--activate", stdout=out)
+    # then
+    report = out.getvalue()
+    kb = KnowledgeBase.objects.get(slug="demo")
+    documents = Document.objects.filter(knowledge_base=kb)
+    assert documents.count() == len(list(demo_dir.iterdir()))
+    assert set(documents.values_list("status", flat=True)) == {DocumentStatus.READY}
+    assert kb.active_version.status == VersionStatus.ACTIVE
+    assert "已发布 demo v1" in report
+    for document in documents:
+        assert document.original_name in report
+    # sensible chunks per format
+    xlsx_table = Chunk.objects.filter(document__file_type="xlsx", content_type="table").first()
+    assert xlsx_table.content.startswith("| 型号 |") and xlsx_table.locator["sheet"]
+    assert Chunk.objects.filter(document__file_type="docx").exclude(heading_path=[]).exists()
+    scanned = Chunk.objects.filter(document__original_name="scanned_safety_notice.pdf")
+    assert any("安全检查" in c.content for c in scanned)  # OCR of the page without a text layer
+    manual_asset = DocumentAsset.objects.get(document__original_name="product_manual.pdf")
+    assert manual_asset.page and manual_asset.width > 0 and manual_asset.file.size > 0
+    image_chunk = Chunk.objects.get(content_type="image", document__original_name="product_manual.pdf")
+    assert image_chunk.asset_ids == [manual_asset.pk]
+
+
+def test_ingest_is_harmless_to_repeat(demo_dir, milvus, database_tasks, media_root):
+    call_command("ingest", str(demo_dir / "employee_handbook.md"), "--kb", "hr", "--create", "--wait", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("ingest", str(demo_dir / "employee_handbook.md"), "--kb", "hr", "--create", "--wait", stdout=out)
+    assert Document.objects.filter(knowledge_base__slug="hr").count() == 1
+    assert "duplicate" in out.getvalue()
+
+
+def test_ingest_exits_non_zero_when_a_file_fails(tmp_path, milvus, database_tasks, media_root):
+    # given
+    (tmp_path / "good.md").write_text("# 标题\n\n正文内容。", encoding="utf-8")
+    (tmp_path / "fake.pdf").write_bytes(b"not a pdf")
+    (tmp_path / "blank.txt").write_text("   \n\n", encoding="utf-8")
+    out = io.StringIO()
+    # when
+    with pytest.raises(CommandError) as error:
+        call_command("ingest", str(tmp_path), "--kb", "mixed", "--create", "--activate", stdout=out, stderr=io.StringIO())
+    # then
+    assert "2 个文件失败" in str(error.value)
+    report = out.getvalue()
+    assert "type_mismatch" in report and "no_text" in report
+    assert Document.objects.get(original_name="good.md").status == DocumentStatus.READY
+    assert KnowledgeBase.objects.get(slug="mixed").active_version is None  # nothing published
+
+
+def test_ingest_unknown_kb_without_create(tmp_path, milvus):
+    (tmp_path / "a.md").write_text("# A", encoding="utf-8")
+    with pytest.raises(CommandError, match="不存在"):
+        call_command("ingest", str(tmp_path), "--kb", "nope")
+
+
+def test_ingest_missing_path(milvus):
+    with pytest.raises(CommandError, match="找不到路径"):
+        call_command("ingest", "/nonexistent/file.md", "--kb", "x", "--create")

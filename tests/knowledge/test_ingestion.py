@@ -1,0 +1,280 @@
+"""Ingestion end to end on real components: parsers, local embedder, Milvus Lite, the database."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+
+import openpyxl
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
+from django_eventstream.models import Event
+
+from knowledge import services
+from knowledge.ingestion import ingest_document, requeue_stale_documents
+from knowledge.models import (
+    Chunk,
+    Document,
+    DocumentStatus,
+    KnowledgeBase,
+    KnowledgeBaseVersion,
+    VersionStatus,
+)
+from retrieval.milvus_store import get_vector_store
+from retrieval.ports import DocumentFilter
+from tests.knowledge.parsing.factories import PdfText, build_pdf, zip_bomb
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HANDBOOK = """# 员工手册
+
+## 年假
+
+入职满一年的员工每年享有 15 天带薪年假。年假需提前三个工作日在 OA 系统申请。
+
+## 差旅标准
+
+| 城市级别 | 住宿标准 |
+| --- | --- |
+| 一线城市 | 600元/晚 |
+| 其他城市 | 400元/晚 |
+"""
+
+
+def upload(kb, name: str, data: bytes, staff_user=None):
+    return services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, data)], actor=staff_user)[0].document
+
+
+def stored_payload(event: Event) -> dict:
+    """django-eventstream stores the SSE data (a JSON string) JSON-encoded once more."""
+    return json.loads(json.loads(event.data))
+
+
+def store_for(kb: KnowledgeBase):
+    return get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
+
+
+def sparse_ids(kb, query: str) -> set[int]:
+    hits = store_for(kb).search_sparse(kb_id=kb.pk, query=query, limit=20, documents=DocumentFilter(exclude=()))
+    return {hit.document_id for hit in hits}
+
+
+@pytest.fixture
+def kb(db):
+    from tests.conftest import make_kb
+
+    return make_kb()
+
+
+def test_markdown_document_becomes_ready_with_chunks_vectors_and_a_ready_version(kb, milvus, run_tasks, media_root):
+    # when: the upload commits and the task runs (inline worker)
+    document = upload(kb, "员工手册.md", HANDBOOK.encode())
+    # then
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.READY, document.error_message
+    chunks = list(Chunk.objects.filter(document=document).order_by("ordinal"))
+    assert len(chunks) == document.chunk_count >= 2
+    assert any(c.heading_path[-1:] == ["年假"] and "15 天" in c.content for c in chunks)
+    table = next(c for c in chunks if c.content_type == "table")
+    assert "| 城市级别 | 住宿标准 |" in table.content and "600元/晚" in table.content
+    assert len({c.parent_id for c in chunks}) >= 2
+    assert sparse_ids(kb, "年假") == {document.pk}
+    version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
+    assert version.status == VersionStatus.READY
+    assert set(document.metadata["stage_seconds"]) >= {"parse", "chunk", "embed", "upsert"}
+
+
+def test_progress_events_are_published_for_each_status(kb, milvus, run_tasks, media_root):
+    # when
+    document = upload(kb, "a.md", "# 标题\n\n内容。".encode())
+    # then
+    payloads = [stored_payload(e) for e in Event.objects.filter(channel=f"kb-{kb.pk}", type="document").order_by("id")]
+    statuses = [p["status"] for p in payloads if p["document"] == document.pk]
+    assert statuses == ["parsing", "indexing", "ready"]
+    assert Event.objects.filter(channel=f"kb-{kb.pk}", type="version").exists()
+
+
+def test_reingesting_is_idempotent(kb, milvus, run_tasks, media_root):
+    # given
+    document = upload(kb, "a.md", HANDBOOK.encode())
+    first_ids = set(Chunk.objects.filter(document=document).values_list("pk", flat=True))
+    # when: the same document is processed again
+    Document.objects.filter(pk=document.pk).update(status=DocumentStatus.QUEUED)
+    report = ingest_document(document_id=document.pk)
+    # then
+    assert report.status == DocumentStatus.READY
+    second_ids = set(Chunk.objects.filter(document=document).values_list("pk", flat=True))
+    assert len(second_ids) == len(first_ids)
+    hits = store_for(kb).search_sparse(kb_id=kb.pk, query="年假", limit=50, documents=DocumentFilter(exclude=()))
+    assert {h.id for h in hits} <= second_ids  # old vectors are gone, not merged
+
+
+def test_a_claimed_document_is_not_processed_twice(kb, milvus, media_root):
+    # given: a worker already moved it to PARSING
+    document = upload(kb, "a.md", HANDBOOK.encode())
+    Document.objects.filter(pk=document.pk).update(status=DocumentStatus.PARSING)
+    # when
+    report = ingest_document(document_id=document.pk)
+    # then
+    assert report.status == DocumentStatus.PARSING
+    assert not Chunk.objects.filter(document=document).exists()
+
+
+def test_stuck_jobs_are_requeued_at_worker_start(kb, milvus, media_root, database_tasks):
+    # given: a job died mid-parse an hour ago, another is fresh
+    stale = upload(kb, "stale.md", HANDBOOK.encode())
+    fresh = upload(kb, "fresh.md", "# 新\n\n新的内容。".encode())
+    Document.objects.filter(pk=stale.pk).update(status=DocumentStatus.PARSING, status_changed_at=timezone.now() - timedelta(hours=1))
+    Document.objects.filter(pk=fresh.pk).update(status=DocumentStatus.INDEXING, status_changed_at=timezone.now())
+    # when
+    requeued = requeue_stale_documents()
+    # then
+    assert requeued == [stale.pk]
+    stale.refresh_from_db()
+    assert stale.status == DocumentStatus.QUEUED
+    from knowledge.bulk import process_queue_until_done
+
+    process_queue_until_done([stale.pk], timeout=120)
+    stale.refresh_from_db()
+    assert stale.status == DocumentStatus.READY
+
+
+def _xlsx(rows: int) -> bytes:
+    workbook = openpyxl.Workbook(write_only=True)
+    sheet = workbook.create_sheet("数据")
+    sheet.append(["编号", "名称", "数量"])
+    for i in range(rows):
+        sheet.append([i, f"物料{i}", i % 7])
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return buffer.getvalue()
+
+
+BAD_DOCUMENTS = {
+    "encrypted": ("secret.pdf", lambda: build_pdf([[PdfText("secret", 72, 700)]], encrypted=True), "pdf_encrypted"),
+    "truncated": ("cut.pdf", lambda: build_pdf([[PdfText("hello world " * 20, 72, 700)]])[:-200], "pdf_corrupt"),
+    "no_text": ("blank.md", lambda: "\n\n   \n".encode(), "no_text"),
+    "too_many_rows": ("big.xlsx", lambda: _xlsx(3_000), "too_many_rows"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_DOCUMENTS))
+def test_bad_documents_fail_cleanly_and_touch_nothing_else(case, kb, milvus, run_tasks, media_root, settings, staff_user):
+    # given: a published version with a good document
+    settings.RAG_MAX_SHEET_ROWS = 1_000
+    good = upload(kb, "good.md", HANDBOOK.encode())
+    version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
+    services.activate_version(version=version, actor=staff_user)
+    vectors_before = sparse_ids(kb, "年假")
+    name, build, code = BAD_DOCUMENTS[case]
+    # when
+    bad = upload(kb, name, build())
+    # then
+    bad.refresh_from_db()
+    assert bad.status == DocumentStatus.FAILED
+    assert bad.error_code == code
+    assert bad.error_message and "Traceback" not in bad.error_message
+    assert not Chunk.objects.filter(document=bad).exists()
+    good.refresh_from_db()
+    assert good.status == DocumentStatus.READY
+    kb.refresh_from_db()
+    assert kb.active_version == version
+    assert sparse_ids(kb, "年假") == vectors_before
+    draft = KnowledgeBaseVersion.objects.get(knowledge_base=kb, status=VersionStatus.BUILDING)
+    assert draft.documents.filter(pk=bad.pk).exists()  # stays visible in the draft, which cannot be published
+
+
+def test_zip_bomb_that_lies_about_its_size_fails_at_parse(kb, milvus, run_tasks, media_root, settings):
+    # given: declared sizes pass the upload check (limit raised), the parser's own bound catches it
+    settings.RAG_MAX_ARCHIVE_UNCOMPRESSED_BYTES = 1024 * 1024 * 1024
+    settings.RAG_MAX_ARCHIVE_RATIO = 10_000_000
+    bomb = zip_bomb(["[Content_Types].xml", "xl/workbook.xml"], bomb_name="xl/worksheets/sheet1.xml", bomb_bytes=150 * 1024 * 1024)
+    settings.RAG_PARSE_MAX_MEMBER_BYTES = 50 * 1024 * 1024
+    # when
+    document = upload(kb, "bomb.xlsx", bomb)
+    # then
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED
+    assert document.error_code == "archive_too_large"
+
+
+def test_embedding_space_mismatch_is_refused(kb, milvus, run_tasks, media_root):
+    # given: the KB was built with a remote model the current (local) provider cannot serve
+    KnowledgeBase.objects.filter(pk=kb.pk).update(embedding_model="text-embedding-v4", embedding_dimension=1024)
+    kb.refresh_from_db()
+    # when
+    document = upload(kb, "a.md", HANDBOOK.encode())
+    # then
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED
+    assert document.error_code == "embedding_mismatch"
+    assert "text-embedding-v4" in document.error_message
+
+
+def test_deleting_a_draft_document_removes_its_vectors(kb, milvus, run_tasks, media_root, staff_user):
+    # given: the draft stays BUILDING (one of its documents failed), so only it holds the document
+    document = services.upload_documents(
+        kb=kb, actor=staff_user,
+        files=[SimpleUploadedFile("a.md", HANDBOOK.encode()), SimpleUploadedFile("blank.md", b"\n\n")],
+    )[0].document
+    assert KnowledgeBaseVersion.objects.get(knowledge_base=kb).status == VersionStatus.BUILDING
+    assert sparse_ids(kb, "年假") == {document.pk}
+    # when
+    outcome = services.delete_document(document=document, actor=staff_user)
+    # then
+    assert outcome.purged
+    assert sparse_ids(kb, "年假") == set()
+    assert not Chunk.objects.exists()
+
+
+def test_retiring_the_last_version_holding_a_document_purges_it(kb, milvus, run_tasks, media_root, staff_user):
+    # given: v1 (READY, never published) is the only version holding the document
+    document = upload(kb, "a.md", HANDBOOK.encode())
+    version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
+    outcome = services.delete_document(document=document, actor=staff_user)
+    assert not outcome.purged and outcome.retained_by == (1,)
+    assert sparse_ids(kb, "年假") == {document.pk}
+    # when
+    services.retire_version(version=version, actor=staff_user)
+    # then
+    assert not Document.objects.filter(pk=document.pk).exists()
+    assert sparse_ids(kb, "年假") == set()
+
+
+def test_vector_store_down_fails_the_document_with_a_clear_message(kb, settings, run_tasks, media_root):
+    # given: nothing listens on this port
+    from retrieval.milvus_store import reset_vector_store_cache
+
+    settings.MILVUS_URI = "http://127.0.0.1:9"
+    reset_vector_store_cache()
+    # when
+    document = upload(kb, "a.md", HANDBOOK.encode())
+    # then
+    document.refresh_from_db()
+    reset_vector_store_cache()
+    assert document.status == DocumentStatus.FAILED
+    assert document.error_code == "vector_store_unavailable"
+    assert "向量库" in document.error_message
+    assert not Chunk.objects.filter(document=document).exists()
+
+
+def test_retry_after_failure_succeeds(kb, milvus, run_tasks, media_root, settings, staff_user):
+    # given: a document failed because the vector store was down
+    from retrieval.milvus_store import reset_vector_store_cache
+
+    real_uri = settings.MILVUS_URI
+    settings.MILVUS_URI = "http://127.0.0.1:9"
+    reset_vector_store_cache()
+    document = upload(kb, "a.md", HANDBOOK.encode())
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED
+    # when: it is back and staff retry
+    settings.MILVUS_URI = real_uri
+    reset_vector_store_cache()
+    services.retry_document(document=document, actor=staff_user)
+    # then
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.READY
+    assert document.attempts == 2
