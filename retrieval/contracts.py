@@ -1,0 +1,215 @@
+"""Frozen contracts between retrieval and its callers (API, admin hit test, chat, evaluation).
+
+Callers never receive QuerySets or model instances from retrieval: only these dataclasses, which
+serialize to JSON with `as_dict()` and can be stored as evidence next to an answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["dense", "sparse", "hybrid"]
+MODES: tuple[str, ...] = ("dense", "sparse", "hybrid")
+
+MAX_DOCUMENT_IDS = 50
+MAX_TOP_K = 50
+MAX_CANDIDATE_K = 200
+MAX_QUESTION_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class RetrievalRequest:
+    kb_id: int
+    question: str
+    top_k: int = 5
+    mode: Mode = "hybrid"
+    candidate_k: int = 30
+    enable_query_rewrite: bool = False
+    enable_rerank: bool = False
+    enable_parent_expansion: bool = False
+    enable_hyde: bool = False
+    dynamic_top_k: bool = False
+    document_ids: tuple[int, ...] | None = None
+    use_cache: bool = True
+
+
+@dataclass(frozen=True)
+class AssetRef:
+    id: int
+    document_id: int
+    page: int | None
+    bbox: tuple[float, ...]
+    width: int
+    height: int
+    caption: str
+    url: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "bbox": list(self.bbox)}
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    chunk_id: int  # the chunk that really matched: citations anchor here
+    document_id: int
+    document_title: str
+    matched_content: str  # the matched chunk's own text
+    content: str  # what the answer step reads (expanded by Small2Big when enabled)
+    context_chunk_ids: tuple[int, ...]
+    score: float
+    rank_sources: tuple[str, ...]  # e.g. ("dense:original", "sparse:rewrite")
+    content_type: str
+    content_types: tuple[str, ...]
+    assets: tuple[AssetRef, ...]
+    locator: dict[str, Any]
+    heading_path: tuple[str, ...]
+    parent_id: str
+    fusion_score: float | None = None
+    rerank_score: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["context_chunk_ids"] = list(self.context_chunk_ids)
+        data["rank_sources"] = list(self.rank_sources)
+        data["content_types"] = list(self.content_types)
+        data["heading_path"] = list(self.heading_path)
+        data["assets"] = [asset.as_dict() for asset in self.assets]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RetrievalResult:
+        return cls(
+            **{
+                **data,
+                "context_chunk_ids": tuple(data["context_chunk_ids"]),
+                "rank_sources": tuple(data["rank_sources"]),
+                "content_types": tuple(data["content_types"]),
+                "heading_path": tuple(data["heading_path"]),
+                "assets": tuple(
+                    AssetRef(**{**asset, "bbox": tuple(asset["bbox"])}) for asset in data["assets"]
+                ),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class StageTiming:
+    stage: str
+    elapsed_ms: float
+
+
+@dataclass(frozen=True)
+class ChannelError:
+    channel: str  # e.g. "dense:original"
+    error: str  # stable code, never a provider body
+    message: str
+
+
+@dataclass(frozen=True)
+class CacheEvent:
+    stage: str  # "epoch", "query_embedding", "doc_retrieval", "faq_retrieval"
+    hit: bool
+    source_type: str  # "l1", "l3", "doc", "faq", "embedding"
+
+
+@dataclass(frozen=True)
+class CacheSummary:
+    enabled: bool
+    hit_count: int
+    miss_count: int
+    events: tuple[CacheEvent, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "hit_count": self.hit_count,
+            "miss_count": self.miss_count,
+            "events": [asdict(event) for event in self.events],
+        }
+
+
+@dataclass(frozen=True)
+class RetrievalTrace:
+    kb_id: int
+    version: int | None
+    cache_epoch: int | None
+    mode: str
+    query_variants: tuple[str, ...]
+    ready_document_count: int
+    document_filter: str  # "in", "not_in", "none" — which expression went to the vector store
+    candidate_counts: dict[str, int]
+    stage_timings: tuple[StageTiming, ...]
+    channel_errors: tuple[ChannelError, ...]
+    degradations: tuple[str, ...]  # e.g. "query_rewrite_failed", "rerank_failed", "dense_failed"
+    cache: CacheSummary
+    empty_reason: str = ""
+    total_ms: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kb_id": self.kb_id,
+            "version": self.version,
+            "cache_epoch": self.cache_epoch,
+            "mode": self.mode,
+            "query_variants": list(self.query_variants),
+            "ready_document_count": self.ready_document_count,
+            "document_filter": self.document_filter,
+            "candidate_counts": dict(self.candidate_counts),
+            "stage_timings_ms": [asdict(t) for t in self.stage_timings],
+            "channel_errors": [asdict(e) for e in self.channel_errors],
+            "degradations": list(self.degradations),
+            "cache": self.cache.as_dict(),
+            "empty_reason": self.empty_reason,
+            "total_ms": self.total_ms,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class RetrievalResponse:
+    results: tuple[RetrievalResult, ...]
+    trace: RetrievalTrace
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"results": [r.as_dict() for r in self.results], "trace": self.trace.as_dict()}
+
+
+@dataclass(frozen=True)
+class FaqHit:
+    faq_id: int
+    question: str  # the standard question
+    matched_question: str  # the phrasing that matched (standard or similar)
+    answer: str
+    score: float
+    rank_sources: tuple[str, ...] = field(default_factory=tuple)
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class RetrievalError(Exception):
+    code = "retrieval_error"
+    http_status = 500
+
+    def __init__(self, message: str, *, details: tuple[ChannelError, ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class FactsUnavailable(RetrievalError):
+    """The relational facts store (which documents are READY) could not be read."""
+
+    code = "facts_unavailable"
+    http_status = 503
+
+
+class AllChannelsFailed(RetrievalError):
+    code = "retrieval_unavailable"
+    http_status = 503
+
+
+class RetrievalCancelled(Exception):
+    """The caller went away. Not a degradation: it propagates, nothing is cached or traced."""

@@ -1,0 +1,66 @@
+"""Wiring: the RetrievalService of a knowledge base, with the adapters chosen in settings."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from knowledge.epochs import current_epoch
+from knowledge.models import KnowledgeBase
+
+from .ports import ProviderUnavailable, RerankScore
+from .repository import DjangoRepository
+from .service import RetrievalService
+
+logger = logging.getLogger(__name__)
+
+
+class _NotConfigured:
+    """Stands in for an optional model (rewrite, rerank) the deployment did not configure.
+
+    Using it fails like a provider outage, so the request degrades as specified (original query
+    / fusion order kept, the trace says why) instead of refusing every retrieval.
+    """
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = f"unconfigured:{name}"
+        self.reason = reason
+
+    def rewrite(self, question: str) -> str | None:
+        raise ProviderUnavailable(f"query rewriter not configured: {self.reason}")
+
+    def rerank(self, query, documents, *, top_n) -> list[RerankScore]:
+        raise ProviderUnavailable(f"reranker not configured: {self.reason}")
+
+
+def _optional(build, name: str):
+    try:
+        return build()
+    except ImproperlyConfigured as exc:
+        logger.warning("%s is not configured: %s", name, exc)
+        return _NotConfigured(name, str(exc))
+
+
+def build_retrieval_service(kb: KnowledgeBase) -> RetrievalService:
+    from .milvus_store import get_vector_store
+    from .providers import get_chat_model, get_embedder, get_reranker, get_rewriter
+
+    # The local chat model is extractive: it cannot write a hypothetical answer, so HyDE is
+    # reported as unavailable instead of failing on every request.
+    hyde_model = None
+    if settings.RAG_PROVIDER != "local":
+        try:
+            hyde_model = get_chat_model()
+        except ImproperlyConfigured as exc:
+            logger.warning("chat model is not configured, HyDE unavailable: %s", exc)
+    return RetrievalService(
+        repository=DjangoRepository(),
+        embedder=get_embedder(kb.embedding_model, kb.embedding_dimension),
+        store=get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension),
+        rewriter=_optional(get_rewriter, "rewriter"),
+        reranker=_optional(get_reranker, "reranker"),
+        hyde_model=hyde_model,
+        epochs=lambda kb_id: current_epoch(kb_id=kb_id),
+    )

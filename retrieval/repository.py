@@ -1,0 +1,146 @@
+"""Relational facts for retrieval: which documents may answer, chunk rows, neighbours, assets.
+
+Every read is batched (no N+1): one query for READY facts, one for candidate chunks, one for
+Small2Big neighbours, one for assets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from django.db import DatabaseError
+from django.db.models import Q
+from django.urls import reverse
+
+from knowledge.models import Chunk, Document, DocumentAsset, KnowledgeBase
+from knowledge.selectors import ready_document_ids_of_active_version
+
+from .contracts import AssetRef, FactsUnavailable
+
+
+@dataclass(frozen=True)
+class ReadyFacts:
+    version: int | None
+    ready_ids: frozenset[int]
+    other_ids: frozenset[int]  # documents of the KB that are not answerable (for "not in")
+    visibility_scope: str
+    empty_reason: str = ""
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    id: int
+    document_id: int
+    document_title: str
+    ordinal: int
+    parent_id: str
+    heading_path: tuple[str, ...]
+    locator: dict
+    content_type: str
+    content: str
+    token_count: int
+    asset_ids: tuple[int, ...]
+
+
+class Repository(Protocol):
+    def ready_facts(self, *, kb_id: int, document_ids: Sequence[int] | None) -> ReadyFacts: ...
+
+    def load_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
+
+    def load_neighbours(self, positions: Iterable[tuple[int, int]]) -> dict[tuple[int, int], ChunkRow]: ...
+
+    def load_assets(self, ids: Iterable[int]) -> dict[int, AssetRef]: ...
+
+
+_CHUNK_FIELDS = (
+    "id", "document_id", "document__title", "ordinal", "parent_id", "heading_path", "locator",
+    "content_type", "content", "token_count", "asset_ids",
+)
+
+
+def _row(values: dict) -> ChunkRow:
+    return ChunkRow(
+        id=values["id"],
+        document_id=values["document_id"],
+        document_title=values["document__title"],
+        ordinal=values["ordinal"],
+        parent_id=values["parent_id"] or "",
+        heading_path=tuple(values["heading_path"] or ()),
+        locator=values["locator"] or {},
+        content_type=values["content_type"],
+        content=values["content"],
+        token_count=values["token_count"],
+        asset_ids=tuple(values["asset_ids"] or ()),
+    )
+
+
+class DjangoRepository:
+    """The repository over the project's own tables."""
+
+    def ready_facts(self, *, kb_id: int, document_ids: Sequence[int] | None) -> ReadyFacts:
+        try:
+            kb = KnowledgeBase.objects.select_related("active_version").get(pk=kb_id)
+            scope = kb.visibility
+            if kb.visibility == "restricted":
+                groups = sorted(kb.allowed_groups.values_list("pk", flat=True))
+                scope = f"restricted:{','.join(map(str, groups))}"
+            if kb.active_version_id is None:
+                return ReadyFacts(None, frozenset(), frozenset(), scope, "no_active_version")
+            ready = frozenset(
+                ready_document_ids_of_active_version(kb_id=kb_id, document_ids=document_ids)
+            )
+            # The complement is only needed to choose the shorter filter expression.
+            others = frozenset(
+                Document.objects.filter(knowledge_base_id=kb_id)
+                .exclude(pk__in=ready)
+                .values_list("pk", flat=True)
+            ) if ready else frozenset()
+        except DatabaseError as exc:
+            raise FactsUnavailable("知识库事实数据暂时无法读取，请稍后重试。") from exc
+        reason = ""
+        if not ready:
+            reason = "document_ids_not_ready" if document_ids is not None else "no_ready_documents"
+        return ReadyFacts(kb.active_version.number, ready, others, scope, reason)
+
+    def load_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
+        ids = list(ids)
+        if not ids:
+            return {}
+        try:
+            return {v["id"]: _row(v) for v in Chunk.objects.filter(pk__in=ids).values(*_CHUNK_FIELDS)}
+        except DatabaseError as exc:
+            raise FactsUnavailable("知识库事实数据暂时无法读取，请稍后重试。") from exc
+
+    def load_neighbours(self, positions: Iterable[tuple[int, int]]) -> dict[tuple[int, int], ChunkRow]:
+        positions = list(set(positions))
+        if not positions:
+            return {}
+        condition = Q()
+        by_document: dict[int, list[int]] = {}
+        for document_id, ordinal in positions:
+            by_document.setdefault(document_id, []).append(ordinal)
+        for document_id, ordinals in by_document.items():
+            condition |= Q(document_id=document_id, ordinal__in=ordinals)
+        try:
+            rows = list(Chunk.objects.filter(condition).values(*_CHUNK_FIELDS))
+        except DatabaseError as exc:
+            raise FactsUnavailable("知识库事实数据暂时无法读取，请稍后重试。") from exc
+        return {(v["document_id"], v["ordinal"]): _row(v) for v in rows}
+
+    def load_assets(self, ids: Iterable[int]) -> dict[int, AssetRef]:
+        ids = list(set(ids))
+        if not ids:
+            return {}
+        assets = DocumentAsset.objects.filter(pk__in=ids).values(
+            "id", "document_id", "page", "bbox", "width", "height", "caption"
+        )
+        return {
+            a["id"]: AssetRef(
+                id=a["id"], document_id=a["document_id"], page=a["page"],
+                bbox=tuple(a["bbox"] or ()), width=a["width"], height=a["height"],
+                caption=a["caption"], url=reverse("asset-bytes", args=[a["id"]]),
+            )
+            for a in assets
+        }

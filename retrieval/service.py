@@ -1,0 +1,489 @@
+"""RetrievalService: choose the evidence for a question. It builds no prompt and writes no answer.
+
+Stages (seed 001, 003 §2): READY facts → epoch + cache → query variants (optional rewrite) →
+concurrent dense / sparse (and HyDE) channels → re-filter by READY → RRF → optional rerank →
+top-k (optionally dynamic) → optional Small2Big → assets. Failure semantics:
+
+| stage failing        | behaviour                                        |
+|----------------------|--------------------------------------------------|
+| rewrite              | original query continues, `query_rewrite_failed`  |
+| one channel          | the others continue, channel error + degradation |
+| all channels         | `AllChannelsFailed`                               |
+| rerank               | fusion order kept, `rerank_failed`                |
+| parent expansion     | the hit alone, `parent_expansion_failed`          |
+| cancellation         | `RetrievalCancelled` propagates, not a degradation|
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass, field, replace
+
+from django.conf import settings
+
+from . import cache as l2
+from .contracts import (
+    AllChannelsFailed,
+    CacheEvent,
+    CacheSummary,
+    ChannelError,
+    FactsUnavailable,
+    RetrievalCancelled,
+    RetrievalRequest,
+    RetrievalResponse,
+    RetrievalResult,
+    RetrievalTrace,
+    StageTiming,
+)
+from .dynamic_topk import cut_at_cliff
+from .fusion import FusedHit, RankedHit, reciprocal_rank_fusion
+from .ports import (
+    ChatMessage,
+    ChatModel,
+    DocumentFilter,
+    Embedder,
+    ProviderError,
+    QueryRewriter,
+    Reranker,
+    VectorStore,
+    VectorStoreError,
+)
+from .repository import ChunkRow, ReadyFacts, Repository
+from .small2big import DEFAULT_BUDGET_TOKENS, expand, neighbour_positions
+
+EpochReader = Callable[[int], tuple[int, bool]]
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def channel_pool() -> ThreadPoolExecutor:
+    """A bounded pool shared by all requests: concurrency per request, a ceiling per process."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=int(getattr(settings, "RAG_RETRIEVAL_THREADS", 8)),
+                thread_name_prefix="retrieval",
+            )
+        return _pool
+
+
+HYDE_PROMPT = (
+    "请针对下面的问题写一段简短、像企业内部资料原文一样的假设性回答（80 字以内），"
+    "只输出这段文字，不要解释。\n问题：{question}"
+)
+
+
+@dataclass
+class _Run:
+    """Mutable bookkeeping of one retrieval; frozen into the trace at the end."""
+
+    started: float = field(default_factory=time.perf_counter)
+    timings: list[StageTiming] = field(default_factory=list)
+    events: list[CacheEvent] = field(default_factory=list)
+    errors: list[ChannelError] = field(default_factory=list)
+    degradations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def timed(self, stage: str, started: float) -> None:
+        self.timings.append(StageTiming(stage, round((time.perf_counter() - started) * 1000, 2)))
+
+    def elapsed_ms(self) -> float:
+        return round((time.perf_counter() - self.started) * 1000, 2)
+
+
+class RetrievalService:
+    def __init__(
+        self,
+        *,
+        repository: Repository,
+        embedder: Embedder,
+        store: VectorStore,
+        rewriter: QueryRewriter,
+        reranker: Reranker,
+        hyde_model: ChatModel | None = None,
+        epochs: EpochReader | None = None,
+        executor: ThreadPoolExecutor | None = None,
+        parent_budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    ) -> None:
+        self.repository = repository
+        self.embedder = embedder
+        self.store = store
+        self.rewriter = rewriter
+        self.reranker = reranker
+        self.hyde_model = hyde_model
+        self.epochs = epochs
+        self.executor = executor or channel_pool()
+        self.parent_budget_tokens = parent_budget_tokens
+
+    # --- entry point ------------------------------------------------------------------------
+
+    def retrieve(
+        self, request: RetrievalRequest, *, cancel: threading.Event | None = None
+    ) -> RetrievalResponse:
+        run = _Run()
+        started = time.perf_counter()
+        facts = self.repository.ready_facts(kb_id=request.kb_id, document_ids=request.document_ids)
+        run.timed("facts", started)
+        if not facts.ready_ids:
+            # Nothing may answer: return at once, no model, no vector store, no cache.
+            return self._response(request, facts, run, results=(), variants=(request.question,),
+                                  epoch=None, document_filter="none", empty_reason=facts.empty_reason)
+        self._check(cancel)
+
+        epoch = None
+        key = None
+        if request.use_cache and self.epochs is not None:
+            started = time.perf_counter()
+            epoch, from_l1 = self.epochs(request.kb_id)
+            run.events.append(CacheEvent("epoch", from_l1, "l1" if from_l1 else "l3"))
+            key = self._candidates_key(request, facts, epoch)
+            cached = l2.get(key)
+            run.events.append(CacheEvent("doc_retrieval", cached is not None, "doc"))
+            run.timed("cache_lookup", started)
+            if cached is not None:
+                results = tuple(
+                    RetrievalResult.from_dict(item) for item in cached["results"]
+                    if item["document_id"] in facts.ready_ids
+                )
+                return self._response(request, facts, run, results=results,
+                                      variants=tuple(cached["variants"]), epoch=epoch,
+                                      document_filter=cached["document_filter"])
+
+        variants = self._variants(request, run)
+        self._check(cancel)
+
+        documents, filter_kind = self._document_filter(facts)
+        lists = self._recall(request, variants, documents, run, cancel)
+        lists = {
+            name: [hit for hit in hits if hit.document_id in facts.ready_ids]
+            for name, hits in lists.items()
+        }
+        self._check(cancel)
+
+        started = time.perf_counter()
+        fused = reciprocal_rank_fusion(lists, limit=request.candidate_k)
+        run.counts["fused"] = len(fused)
+        rows = self.repository.load_chunks(hit.id for hit in fused)
+        # A vector without its row is stale (document re-indexed or purged meanwhile).
+        fused = [hit for hit in fused if hit.id in rows]
+        run.timed("fusion", started)
+
+        ranked = self._rerank(request, fused, rows, run)
+        self._check(cancel)
+        ranked = self._cut(request, ranked, run)
+
+        results = self._build_results(request, ranked, rows, run)
+        response = self._response(request, facts, run, results=results, variants=tuple(variants),
+                                  epoch=epoch, document_filter=filter_kind)
+        if key is not None:
+            l2.set(
+                key,
+                {
+                    "results": [r.as_dict() for r in results],
+                    "variants": list(variants),
+                    "document_filter": filter_kind,
+                },
+                ttl=l2.candidates_ttl(),
+            )
+        return response
+
+    # --- stages ---------------------------------------------------------------------------------
+
+    def _candidates_key(self, request: RetrievalRequest, facts: ReadyFacts, epoch: int) -> str:
+        return l2.candidates_key(
+            kb=request.kb_id,
+            version=facts.version,
+            epoch=epoch,
+            scope=facts.visibility_scope,
+            documents=sorted(request.document_ids) if request.document_ids is not None else None,
+            question=request.question,
+            top_k=request.top_k,
+            candidate_k=request.candidate_k,
+            mode=request.mode,
+            rewrite=self.rewriter.name if request.enable_query_rewrite else None,
+            rerank=self.reranker.name if request.enable_rerank else None,
+            hyde=getattr(self.hyde_model, "name", None) if request.enable_hyde else None,
+            parents=self.parent_budget_tokens if request.enable_parent_expansion else None,
+            dynamic=request.dynamic_top_k,
+            embedding=[self.embedder.model, self.embedder.dimension],
+        )
+
+    def _variants(self, request: RetrievalRequest, run: _Run) -> list[str]:
+        variants = [request.question]
+        if not request.enable_query_rewrite:
+            return variants
+        started = time.perf_counter()
+        try:
+            rewritten = self.rewriter.rewrite(request.question)
+        except ProviderError as exc:
+            run.degradations.append("query_rewrite_failed")
+            run.errors.append(ChannelError("rewrite", exc.code, "查询改写失败，已使用原问题继续检索。"))
+            rewritten = None
+        if rewritten and _normalise(rewritten) != _normalise(request.question):
+            variants.append(rewritten.strip())
+        run.timed("rewrite", started)
+        return variants
+
+    @staticmethod
+    def _document_filter(facts: ReadyFacts) -> tuple[DocumentFilter, str]:
+        if not facts.other_ids:
+            return DocumentFilter(exclude=()), "none"
+        if len(facts.other_ids) < len(facts.ready_ids):
+            return DocumentFilter(exclude=tuple(sorted(facts.other_ids))), "not_in"
+        return DocumentFilter(include=tuple(sorted(facts.ready_ids))), "in"
+
+    def _recall(self, request, variants, documents, run: _Run, cancel) -> dict[str, list[RankedHit]]:
+        labels = ["original", "rewrite"]
+        jobs: dict[str, Callable[[], list[RankedHit]]] = {}
+        for label, variant in zip(labels, variants):
+            if request.mode in ("dense", "hybrid"):
+                jobs[f"dense:{label}"] = self._dense_job(request, variant, documents, run)
+            if request.mode in ("sparse", "hybrid"):
+                jobs[f"sparse:{label}"] = self._sparse_job(request, variant, documents)
+        if request.enable_hyde:
+            if self.hyde_model is None:
+                run.notes.append("hyde_unavailable")
+            else:
+                jobs["dense:hyde"] = self._hyde_job(request, documents, run)
+
+        started = time.perf_counter()
+        futures: dict[str, Future] = {}
+        for name, job in jobs.items():
+            futures[name] = self.executor.submit(self._timed_job, job)
+        try:
+            pending = set(futures.values())
+            while pending:
+                if cancel is not None and cancel.is_set():
+                    raise RetrievalCancelled("retrieval cancelled by the caller")
+                _, pending = wait_futures(pending, timeout=0.05)
+        except BaseException:
+            for future in futures.values():
+                future.cancel()
+            raise
+        run.timed("recall", started)
+
+        lists: dict[str, list[RankedHit]] = {}
+        for name, future in futures.items():
+            try:
+                hits, elapsed = future.result()
+            except (RetrievalCancelled, CancelledError):
+                raise
+            except (ProviderError, VectorStoreError) as exc:
+                run.errors.append(ChannelError(name, getattr(exc, "code", "error"), _channel_message(name)))
+                if name == "dense:hyde":
+                    run.degradations.append("hyde_failed")
+                else:
+                    run.degradations.append(f"{name.split(':')[0]}_failed:{name.split(':')[1]}")
+                continue
+            run.timings.append(StageTiming(f"channel:{name}", elapsed))
+            run.counts[name] = len(hits)
+            lists[name] = hits
+        primary = [name for name in jobs if name != "dense:hyde"]
+        if primary and not any(name in lists for name in primary):
+            raise AllChannelsFailed(
+                "所有检索通道都失败了，请稍后重试。", details=tuple(run.errors)
+            )
+        return lists
+
+    @staticmethod
+    def _timed_job(job: Callable[[], list[RankedHit]]) -> tuple[list[RankedHit], float]:
+        started = time.perf_counter()
+        hits = job()
+        return hits, round((time.perf_counter() - started) * 1000, 2)
+
+    def _dense_job(self, request, text: str, documents: DocumentFilter, run: _Run):
+        def job() -> list[RankedHit]:
+            vector = self._query_vector(text, run, use_cache=request.use_cache)
+            hits = self.store.search_dense(
+                kb_id=request.kb_id, vector=vector, limit=request.candidate_k, documents=documents
+            )
+            return [RankedHit(h.id, h.document_id, h.score) for h in hits]
+
+        return job
+
+    def _sparse_job(self, request, text: str, documents: DocumentFilter):
+        def job() -> list[RankedHit]:
+            hits = self.store.search_sparse(
+                kb_id=request.kb_id, query=text, limit=request.candidate_k, documents=documents
+            )
+            return [RankedHit(h.id, h.document_id, h.score) for h in hits]
+
+        return job
+
+    def _hyde_job(self, request, documents: DocumentFilter, run: _Run):
+        def job() -> list[RankedHit]:
+            hypothetical = self.hyde_model.complete(
+                [ChatMessage("user", HYDE_PROMPT.format(question=request.question))],
+                max_tokens=200, temperature=0.3,
+            ).strip()
+            if not hypothetical:
+                return []
+            vector = self.embedder.embed_query(f"{request.question}\n{hypothetical}")
+            hits = self.store.search_dense(
+                kb_id=request.kb_id, vector=vector, limit=request.candidate_k, documents=documents
+            )
+            return [RankedHit(h.id, h.document_id, h.score) for h in hits]
+
+        return job
+
+    def _query_vector(self, text: str, run: _Run, *, use_cache: bool) -> list[float]:
+        key = l2.embedding_key(model=self.embedder.model, dimension=self.embedder.dimension, text=text)
+        if use_cache:
+            cached = l2.get(key)
+            run.events.append(CacheEvent("query_embedding", cached is not None, "embedding"))
+            if cached is not None:
+                return cached
+        vector = self.embedder.embed_query(text)
+        if use_cache:
+            l2.set(key, list(vector), ttl=l2.embedding_ttl())
+        return vector
+
+    def _rerank(self, request, fused: list[FusedHit], rows: dict[int, ChunkRow], run: _Run):
+        """(hit, fusion score, rerank score | None) in final order."""
+        ranked = [(hit, hit.score, None) for hit in fused]
+        if not request.enable_rerank or not fused:
+            return ranked
+        started = time.perf_counter()
+        try:
+            scores = self.reranker.rerank(
+                request.question, [rows[hit.id].content for hit in fused], top_n=len(fused)
+            )
+        except ProviderError as exc:
+            run.degradations.append("rerank_failed")
+            run.errors.append(ChannelError("rerank", exc.code, "重排失败，已保留融合排序。"))
+            run.timed("rerank", started)
+            return ranked
+        if not _valid_rerank(scores, len(fused)):
+            run.degradations.append("rerank_failed")
+            run.errors.append(ChannelError("rerank", "provider_bad_response", "重排结果无效，已保留融合排序。"))
+            run.timed("rerank", started)
+            return ranked
+        reordered = [(fused[s.index], fused[s.index].score, s.score) for s in scores]
+        seen = {s.index for s in scores}
+        # Candidates the reranker did not score (budget prefix) keep their fusion order after.
+        reordered += [(hit, hit.score, None) for i, hit in enumerate(fused) if i not in seen]
+        run.counts["reranked"] = len(scores)
+        run.timed("rerank", started)
+        return reordered
+
+    @staticmethod
+    def _cut(request, ranked, run: _Run):
+        if request.dynamic_top_k and request.enable_rerank:
+            scores = [r for _, _, r in ranked if r is not None]
+            keep = cut_at_cliff(scores, max_k=request.top_k) if scores else request.top_k
+            if keep < min(request.top_k, len(ranked)):
+                run.notes.append(f"dynamic_top_k:{keep}")
+            return ranked[:keep]
+        return ranked[: request.top_k]
+
+    def _build_results(self, request, ranked, rows: dict[int, ChunkRow], run: _Run) -> tuple[RetrievalResult, ...]:
+        hits = [rows[hit.id] for hit, _, _ in ranked]
+        expansions = {}
+        if request.enable_parent_expansion and hits:
+            started = time.perf_counter()
+            try:
+                neighbours = self.repository.load_neighbours(neighbour_positions(hits))
+                expansions = {
+                    row.id: expand(row, neighbours, budget_tokens=self.parent_budget_tokens)
+                    for row in hits
+                }
+            except FactsUnavailable:
+                # Seed 001 §6: a failed expansion keeps the matched child.
+                run.degradations.append("parent_expansion_failed")
+                run.errors.append(ChannelError("parent_expansion", "facts_unavailable", "上下文扩展失败，已使用命中块。"))
+                expansions = {}
+            run.timed("parent_expansion", started)
+
+        started = time.perf_counter()
+        asset_ids = set()
+        for row in hits:
+            expansion = expansions.get(row.id)
+            asset_ids.update(expansion.asset_ids if expansion else row.asset_ids)
+        assets = self.repository.load_assets(asset_ids)
+        run.timed("assets", started)
+
+        results = []
+        for (hit, fusion_score, rerank_score), row in zip(ranked, hits):
+            expansion = expansions.get(row.id)
+            ids = expansion.asset_ids if expansion else row.asset_ids
+            results.append(
+                RetrievalResult(
+                    chunk_id=row.id,
+                    document_id=row.document_id,
+                    document_title=row.document_title,
+                    matched_content=row.content,
+                    content=expansion.content if expansion else row.content,
+                    context_chunk_ids=expansion.context_chunk_ids if expansion else (row.id,),
+                    score=round(rerank_score if rerank_score is not None else fusion_score, 6),
+                    rank_sources=hit.sources,
+                    content_type=row.content_type,
+                    content_types=expansion.content_types if expansion else (row.content_type,),
+                    assets=tuple(assets[a] for a in ids if a in assets),
+                    locator=row.locator,
+                    heading_path=row.heading_path,
+                    parent_id=row.parent_id,
+                    fusion_score=round(fusion_score, 6),
+                    rerank_score=None if rerank_score is None else round(rerank_score, 6),
+                )
+            )
+        return tuple(results)
+
+    def _response(self, request, facts: ReadyFacts, run: _Run, *, results, variants, epoch,
+                  document_filter: str, empty_reason: str = "") -> RetrievalResponse:
+        hits = sum(1 for e in run.events if e.hit)
+        trace = RetrievalTrace(
+            kb_id=request.kb_id,
+            version=facts.version,
+            cache_epoch=epoch,
+            mode=request.mode,
+            query_variants=tuple(variants),
+            ready_document_count=len(facts.ready_ids),
+            document_filter=document_filter,
+            candidate_counts=dict(run.counts),
+            stage_timings=tuple(run.timings),
+            channel_errors=tuple(run.errors),
+            degradations=tuple(run.degradations),
+            cache=CacheSummary(
+                enabled=request.use_cache and self.epochs is not None,
+                hit_count=hits,
+                miss_count=len(run.events) - hits,
+                events=tuple(run.events),
+            ),
+            empty_reason=empty_reason,
+            total_ms=run.elapsed_ms(),
+            notes=tuple(run.notes),
+        )
+        return RetrievalResponse(results=tuple(results), trace=trace)
+
+    @staticmethod
+    def _check(cancel: threading.Event | None) -> None:
+        if cancel is not None and cancel.is_set():
+            raise RetrievalCancelled("retrieval cancelled by the caller")
+
+
+def _normalise(text: str) -> str:
+    return "".join(text.split()).lower()
+
+
+def _valid_rerank(scores, count: int) -> bool:
+    indexes = [s.index for s in scores]
+    return bool(scores) and all(0 <= i < count for i in indexes) and len(set(indexes)) == len(indexes)
+
+
+def _channel_message(name: str) -> str:
+    kind = name.split(":")[0]
+    return {
+        "dense": "向量检索通道失败，已使用其他通道的结果。",
+        "sparse": "关键词检索通道失败，已使用其他通道的结果。",
+    }.get(kind, "检索通道失败。")
+
+
+def request_with(request: RetrievalRequest, **changes) -> RetrievalRequest:
+    return replace(request, **changes)

@@ -1,0 +1,235 @@
+"""Retrieval API on real components: ingestion, Milvus Lite, the local provider, the database."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import OperationalError
+from django.urls import reverse
+
+from knowledge import epochs, services
+from knowledge.models import Document, DocumentStatus, KnowledgeBaseVersion, Visibility
+from tests.conftest import make_kb
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HANDBOOK = """# 员工手册
+
+## 年假
+
+入职满一年的员工每年享有 15 天带薪年假，年假需提前三个工作日在 OA 系统申请。
+
+## 差旅住宿标准
+
+| 城市级别 | 住宿标准 |
+| --- | --- |
+| 一线城市 | 600元/晚 |
+| 其他城市 | 400元/晚 |
+"""
+
+PRODUCTS = """# 产品手册
+
+## 星河X3
+
+星河X3 是一款 Wi-Fi 6 路由器，推荐覆盖面积 120 平方米，保修期为 24 个月。
+
+## IT 支持
+
+首次使用请安装 VPN客户端，并使用公司邮箱账号登录。密码每 90 天需要修改一次。
+"""
+
+DRAFT_ONLY = "# 草稿\n\n## 年假调整\n\n草稿中的新规定：年假调整为 20 天，尚未发布。\n"
+
+
+@pytest.fixture
+def published_kb(milvus, run_tasks, media_root, staff_user):
+    kb = make_kb(visibility=Visibility.INTERNAL)
+    services.upload_documents(
+        kb=kb, actor=staff_user,
+        files=[SimpleUploadedFile("员工手册.md", HANDBOOK.encode()), SimpleUploadedFile("产品手册.md", PRODUCTS.encode())],
+    )
+    version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
+    assert version.status == "ready"
+    services.activate_version(version=version, actor=staff_user)
+    kb.refresh_from_db()
+    cache.clear()
+    epochs.l1_epochs.clear()
+    return kb
+
+
+def search(client, kb, question, endpoint="search", **extra):
+    return client.post(f"/api/retrieval/{endpoint}", {"knowledge_base_id": kb.slug, "question": question, **extra}, format="json")
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
+def test_search_finds_the_answer_in_every_mode(member_api, published_kb, mode):
+    response = search(member_api, published_kb, "年假有多少天", mode=mode, top_k=3)
+    assert response.status_code == 200, response.content
+    results = response.json()
+    assert isinstance(results, list)
+    assert "15 天" in results[0]["content"]
+    assert results[0]["document_title"] == "员工手册"
+    assert all(source.startswith(("dense:", "sparse:")) for source in results[0]["rank_sources"])
+
+
+def test_explain_returns_results_and_trace(member_api, published_kb):
+    body = search(member_api, published_kb, "年假有多少天", endpoint="explain", enable_rerank=True, enable_parent_expansion=True).json()
+    assert body["results"][0]["matched_content"] in body["results"][0]["content"]
+    trace = body["trace"]
+    assert trace["query_variants"] == ["年假有多少天"]
+    assert trace["version"] == 1
+    assert trace["document_filter"] in ("none", "in", "not_in")
+    stages = {t["stage"] for t in trace["stage_timings_ms"]}
+    assert {"facts", "recall", "fusion", "rerank", "parent_expansion", "assets"} <= stages
+    assert trace["cache"]["enabled"] is True
+
+
+@pytest.mark.parametrize("question,expected", [
+    ("星河X3", "星河X3 是一款"),
+    ("600元/晚", "600元/晚"),
+    ("VPN客户端", "VPN客户端"),
+    ("90 天", "90 天需要修改"),
+])
+def test_chinese_bm25_finds_jieba_words(member_api, published_kb, question, expected):
+    results = search(member_api, published_kb, question, mode="sparse", top_k=3).json()
+    assert results, f"no sparse hit for {question}"
+    assert expected in results[0]["matched_content"]
+
+
+def test_draft_only_and_failed_documents_never_appear(member_api, published_kb, staff_user):
+    # given: a draft document with vectors in Milvus and a failed one
+    services.upload_documents(
+        kb=published_kb, actor=staff_user,
+        files=[SimpleUploadedFile("草稿.md", DRAFT_ONLY.encode()), SimpleUploadedFile("空.md", b"\n\n")],
+    )
+    draft_doc = Document.objects.get(title="草稿")
+    assert draft_doc.status == DocumentStatus.READY
+    # when
+    results = search(member_api, published_kb, "年假调整为 20 天", mode="hybrid", top_k=10).json()
+    # then
+    assert draft_doc.pk not in {r["document_id"] for r in results}
+
+
+def test_document_ids_restrict_the_search(member_api, published_kb):
+    products = Document.objects.get(title="产品手册")
+    results = search(member_api, published_kb, "年假", document_ids=[products.pk], top_k=5).json()
+    assert {r["document_id"] for r in results} <= {products.pk}
+    none = search(member_api, published_kb, "年假", endpoint="explain", document_ids=[999999]).json()
+    assert none["results"] == [] and none["trace"]["empty_reason"] == "document_ids_not_ready"
+
+
+def test_kb_without_active_version_returns_empty_with_reason(member_api, milvus):
+    kb = make_kb()
+    body = search(member_api, kb, "年假", endpoint="explain").json()
+    assert body["results"] == []
+    assert body["trace"]["empty_reason"] == "no_active_version"
+
+
+INVALID = [
+    ({"question": ""}, "question"),
+    ({"question": "问" * 2001}, "question"),
+    ({"top_k": 0}, "top_k"),
+    ({"top_k": 51}, "top_k"),
+    ({"top_k": 10, "candidate_k": 5}, "candidate_k"),
+    ({"mode": "fuzzy"}, "mode"),
+    ({"enable_rerank": "maybe"}, "enable_rerank"),
+    ({"document_ids": list(range(1, 52))}, "document_ids"),
+    ({"document_ids": ["abc"]}, "document_ids"),
+]
+
+
+@pytest.mark.parametrize("changes,field", INVALID, ids=[i[1] + str(n) for n, i in enumerate(INVALID)])
+def test_invalid_requests_are_400_with_code(member_api, published_kb, changes, field):
+    payload = {"knowledge_base_id": published_kb.slug, "question": "年假", **changes}
+    response = member_api.post("/api/retrieval/search", payload, format="json")
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_request"
+    assert field in response.json()["errors"]
+
+
+def test_unknown_kb_is_404(member_api, milvus):
+    response = member_api.post("/api/retrieval/search", {"knowledge_base_id": "nope", "question": "年假"}, format="json")
+    assert response.status_code == 404
+    assert response.json()["code"] == "knowledge_base_not_found"
+
+
+def test_no_access_is_404(anonymous_api, published_kb):
+    assert search(anonymous_api, published_kb, "年假").status_code == 404
+
+
+def test_facts_store_down_is_503_json(member_api, published_kb, monkeypatch):
+    # given: the relational store fails while reading READY facts
+    import retrieval.repository as repository
+
+    def broken(**kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(repository, "ready_document_ids_of_active_version", broken)
+    # when
+    response = search(member_api, published_kb, "年假")
+    # then
+    assert response.status_code == 503
+    assert response.json()["code"] == "facts_unavailable"
+    assert "connection" not in response.json()["detail"]
+
+
+def test_vector_store_down_is_503_json(member_api, published_kb, settings):
+    from retrieval.milvus_store import reset_vector_store_cache
+
+    settings.MILVUS_URI = "http://127.0.0.1:9"
+    reset_vector_store_cache()
+    response = search(member_api, published_kb, "年假", use_cache=False)
+    reset_vector_store_cache()
+    assert response.status_code == 503
+    body = response.json()
+    assert body["code"] == "retrieval_unavailable"
+    assert {e["channel"] for e in body["channel_errors"]} == {"dense:original", "sparse:original"}
+
+
+def test_cache_miss_hit_then_activation_bumps_epoch(member_api, published_kb, staff_user):
+    def doc_cache_hits(body):
+        return [e["hit"] for e in body["trace"]["cache"]["events"] if e["stage"] == "doc_retrieval"]
+
+    first = search(member_api, published_kb, "星河X3 保修期", endpoint="explain").json()
+    second = search(member_api, published_kb, "星河X3 保修期", endpoint="explain").json()
+    assert doc_cache_hits(first) == [False]
+    assert doc_cache_hits(second) == [True]
+    assert second["results"] == first["results"]
+    # when: a new version is published (same documents)
+    draft = services.create_draft_version(kb=published_kb, actor=staff_user)
+    services.mark_version_ready(version=draft)
+    services.activate_version(version=draft, actor=staff_user)
+    third = search(member_api, published_kb, "星河X3 保修期", endpoint="explain").json()
+    # then
+    assert doc_cache_hits(third) == [False]
+    assert third["trace"]["cache_epoch"] == first["trace"]["cache_epoch"] + 1
+    assert third["trace"]["version"] == 2
+
+
+def test_manual_invalidation_endpoint(staff_api, member_api, published_kb):
+    search(member_api, published_kb, "年假", endpoint="explain")
+    response = staff_api.post("/api/admin/cache/invalidate", {"knowledge_base_id": published_kb.slug}, format="json")
+    assert response.status_code == 200
+    after = search(member_api, published_kb, "年假", endpoint="explain").json()
+    assert [e["hit"] for e in after["trace"]["cache"]["events"] if e["stage"] == "doc_retrieval"] == [False]
+    assert member_api.post("/api/admin/cache/invalidate", {"knowledge_base_id": published_kb.slug}, format="json").status_code == 403
+
+
+def test_hit_test_admin_page_shows_results_and_trace(client, staff_user, published_kb):
+    client.force_login(staff_user)
+    url = reverse("hit-test", args=[published_kb.pk])
+    assert client.get(url).status_code == 200
+    response = client.post(url, {"question": "VPN客户端怎么登录", "mode": "hybrid", "top_k": 3, "candidate_k": 30,
+                                 "enable_rerank": "on", "enable_parent_expansion": "on"})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "VPN客户端" in html
+    assert "sparse:original" in html
+    assert "recall" in html  # stage timings table
+
+
+def test_hit_test_is_staff_only(client, member_user, published_kb):
+    client.force_login(member_user)
+    response = client.get(reverse("hit-test", args=[published_kb.pk]))
+    assert response.status_code == 302

@@ -1,0 +1,313 @@
+"""RetrievalService semantics with fault-injecting fake ports (seed 001 §6)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.core.cache import cache
+
+from retrieval.contracts import AllChannelsFailed, FactsUnavailable, RetrievalCancelled, RetrievalRequest
+from retrieval.ports import RerankScore, VectorHit
+from retrieval.service import RetrievalService
+
+from .fakes import FakeEmbedder, FakeRepository, FakeReranker, FakeRewriter, FakeStore, chunk
+
+CHUNKS = {
+    1: chunk(1, 10, "年假天数：入职满一年的员工每年享有 15 天带薪年假。", ordinal=0),
+    2: chunk(2, 10, "病假需要提供医院证明，三天以内由直属主管审批。", ordinal=1),
+    3: chunk(3, 20, "VPN客户端安装后使用公司邮箱账号登录。", ordinal=0),
+    4: chunk(4, 20, "打印机卡纸时先关闭电源，再取出纸张。", ordinal=1),
+    5: chunk(5, 30, "草稿文档：年假将调整为 20 天。", ordinal=0),  # not READY
+}
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def make_service(*, repository=None, store=None, rewriter=None, reranker=None, epochs=None, embedder=None, hyde_model=None):
+    repository = repository or FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, other={30})
+    embedder = embedder or FakeEmbedder()
+    return RetrievalService(
+        repository=repository,
+        embedder=embedder,
+        store=store or FakeStore(repository.chunks, embedder=FakeEmbedder()),
+        rewriter=rewriter or FakeRewriter(None),
+        reranker=reranker or FakeReranker(),
+        hyde_model=hyde_model,
+        epochs=epochs,
+    )
+
+
+def request(question="年假有多少天", **changes):
+    return RetrievalRequest(kb_id=1, question=question, **changes)
+
+
+def test_hybrid_finds_the_answer_and_records_sources():
+    response = make_service().retrieve(request(top_k=3))
+    top = response.results[0]
+    assert top.chunk_id == 1
+    assert set(top.rank_sources) == {"dense:original", "sparse:original"}
+    assert response.trace.query_variants == ("年假有多少天",)
+    assert response.trace.degradations == ()
+    assert {t.stage for t in response.trace.stage_timings} >= {"facts", "recall", "fusion", "channel:dense:original", "channel:sparse:original"}
+
+
+def test_draft_or_failed_documents_never_appear_even_if_vectors_exist():
+    # given: the store holds vectors of document 30 (not READY) and answers with them regardless
+    repository = FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, other={30})
+    store = FakeStore(repository.chunks)
+    store._allowed = lambda document_id, documents: True  # a store that ignores the pushed-down filter
+    # when
+    response = make_service(repository=repository, store=store).retrieve(request("年假 20 天", top_k=5))
+    # then
+    assert all(r.document_id in {10, 20} for r in response.results)
+    assert 5 not in [r.chunk_id for r in response.results]
+
+
+def test_empty_facts_return_at_once_without_models_or_store():
+    # given
+    repository = FakeRepository(chunks=dict(CHUNKS), ready=set(), other={10, 20, 30})
+    embedder, store, rewriter = FakeEmbedder(), FakeStore(CHUNKS), FakeRewriter("改写")
+    service = make_service(repository=repository, store=store, rewriter=rewriter, embedder=embedder)
+    # when
+    response = service.retrieve(request(enable_query_rewrite=True))
+    # then
+    assert response.results == ()
+    assert response.trace.empty_reason == "no_ready_documents"
+    assert embedder.calls == 0 and rewriter.calls == 0 and store.calls == []
+
+
+def test_document_ids_are_intersected_with_ready_facts():
+    service = make_service()
+    only_20 = service.retrieve(request("年假", document_ids=(20, 30)))
+    assert {r.document_id for r in only_20.results} == {20}
+    none = service.retrieve(request("年假", document_ids=(30,)))
+    assert none.results == () and none.trace.empty_reason == "document_ids_not_ready"
+
+
+def test_filter_pushdown_uses_the_shorter_expression():
+    # given: 2 ready, 1 other → "not in [30]"
+    store = FakeStore(CHUNKS)
+    make_service(store=store).retrieve(request())
+    assert {c[1].exclude for c in store.calls} == {(30,)}
+    # given: 1 ready, 2 others → "in [10]"
+    repository = FakeRepository(chunks=dict(CHUNKS), ready={10}, other={20, 30})
+    store = FakeStore(repository.chunks)
+    response = make_service(repository=repository, store=store).retrieve(request())
+    assert {c[1].include for c in store.calls} == {(10,)}
+    assert response.trace.document_filter == "in"
+
+
+def test_channels_run_concurrently():
+    # given: each channel waits for the other; sequential execution would time out
+    barrier = threading.Barrier(2, timeout=5)
+    store = FakeStore(CHUNKS)
+    store.before_search = lambda kind: barrier.wait()
+    # when
+    response = make_service(store=store).retrieve(request(mode="hybrid"))
+    # then
+    assert response.trace.degradations == ()
+    assert len(response.results) > 0
+
+
+def test_rewrite_adds_one_variant_after_the_original():
+    rewriter = FakeRewriter("带薪年假天数")
+    response = make_service(rewriter=rewriter).retrieve(request(enable_query_rewrite=True))
+    assert response.trace.query_variants == ("年假有多少天", "带薪年假天数")
+    sources = {s for r in response.results for s in r.rank_sources}
+    assert {"dense:rewrite", "sparse:rewrite"} <= sources
+
+
+def test_rewrite_failure_continues_with_the_original():
+    response = make_service(rewriter=FakeRewriter(fail=True)).retrieve(request(enable_query_rewrite=True))
+    assert response.trace.degradations == ("query_rewrite_failed",)
+    assert response.trace.query_variants == ("年假有多少天",)
+    assert response.results[0].chunk_id == 1
+
+
+def test_rewrite_identical_to_the_question_is_ignored():
+    response = make_service(rewriter=FakeRewriter(" 年假有多少天 ")).retrieve(request(enable_query_rewrite=True))
+    assert response.trace.query_variants == ("年假有多少天",)
+
+
+def test_one_channel_failing_the_other_continues():
+    store = FakeStore(CHUNKS)
+    store.fail_dense = True
+    response = make_service(store=store).retrieve(request())
+    assert response.results[0].chunk_id == 1
+    assert response.trace.degradations == ("dense_failed:original",)
+    assert [e.channel for e in response.trace.channel_errors] == ["dense:original"]
+    assert response.results[0].rank_sources == ("sparse:original",)
+
+
+def test_embedding_failure_fails_only_the_dense_channel():
+    response = make_service(embedder=FakeEmbedder(fail=True)).retrieve(request())
+    assert response.trace.degradations == ("dense_failed:original",)
+    assert response.results
+
+
+def test_all_channels_failing_is_a_typed_error():
+    store = FakeStore(CHUNKS)
+    store.fail_dense = store.fail_sparse = True
+    with pytest.raises(AllChannelsFailed) as error:
+        make_service(store=store).retrieve(request())
+    assert {e.channel for e in error.value.details} == {"dense:original", "sparse:original"}
+
+
+def test_single_mode_failing_is_all_channels_failing():
+    store = FakeStore(CHUNKS)
+    store.fail_sparse = True
+    with pytest.raises(AllChannelsFailed):
+        make_service(store=store).retrieve(request(mode="sparse"))
+
+
+def test_facts_store_down_is_a_typed_error():
+    with pytest.raises(FactsUnavailable):
+        make_service(repository=FakeRepository(chunks=dict(CHUNKS), ready={10}, fail_facts=True)).retrieve(request())
+
+
+def test_rerank_reorders_and_keeps_top_k():
+    # given: the reranker puts the last candidate first
+    response = make_service(reranker=FakeReranker()).retrieve(request(top_k=2, enable_rerank=True))
+    assert len(response.results) == 2
+    assert response.results[0].rerank_score == 1.0
+    assert response.results[0].score == response.results[0].rerank_score
+
+
+@pytest.mark.parametrize("bad", [[], [RerankScore(99, 1.0)], [RerankScore(0, 1.0), RerankScore(0, 0.9)]],
+                         ids=["empty", "out-of-range", "duplicate"])
+def test_bad_rerank_responses_keep_fusion_order(bad):
+    baseline = make_service().retrieve(request(top_k=3))
+    response = make_service(reranker=FakeReranker(bad=bad)).retrieve(request(top_k=3, enable_rerank=True))
+    assert [r.chunk_id for r in response.results] == [r.chunk_id for r in baseline.results]
+    assert response.trace.degradations == ("rerank_failed",)
+
+
+def test_rerank_failure_keeps_fusion_order():
+    baseline = make_service().retrieve(request(top_k=3))
+    response = make_service(reranker=FakeReranker(fail=True)).retrieve(request(top_k=3, enable_rerank=True))
+    assert [r.chunk_id for r in response.results] == [r.chunk_id for r in baseline.results]
+    assert "rerank_failed" in response.trace.degradations
+    assert all(r.rerank_score is None for r in response.results)
+
+
+def test_parent_expansion_keeps_anchor_and_adds_context():
+    response = make_service().retrieve(request(top_k=1, enable_parent_expansion=True))
+    top = response.results[0]
+    assert top.chunk_id == 1
+    assert top.matched_content == CHUNKS[1].content
+    assert top.context_chunk_ids == (1, 2)
+    assert CHUNKS[2].content in top.content
+
+
+def test_parent_expansion_failure_keeps_the_hit():
+    repository = FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, other={30}, fail_neighbours=True)
+    response = make_service(repository=repository).retrieve(request(top_k=1, enable_parent_expansion=True))
+    assert response.results[0].content == CHUNKS[1].content
+    assert response.results[0].context_chunk_ids == (1,)
+    assert "parent_expansion_failed" in response.trace.degradations
+
+
+def test_cancellation_propagates_and_is_not_a_degradation():
+    # given: the caller goes away while the channels are running
+    cancel = threading.Event()
+    store = FakeStore(CHUNKS)
+
+    def slow(kind):
+        cancel.set()
+        time.sleep(0.2)
+
+    store.before_search = slow
+    # when / then
+    with pytest.raises(RetrievalCancelled):
+        make_service(store=store).retrieve(request(), cancel=cancel)
+
+
+def test_cancelled_before_start_touches_nothing_after_facts():
+    cancel = threading.Event()
+    cancel.set()
+    store = FakeStore(CHUNKS)
+    with pytest.raises(RetrievalCancelled):
+        make_service(store=store).retrieve(request(), cancel=cancel)
+    assert store.calls == []
+
+
+def test_stale_vectors_without_rows_are_dropped():
+    store = FakeStore(CHUNKS)
+    store.extra_hits = [VectorHit(999, 10, 99.0)]  # a vector whose chunk row is gone
+    response = make_service(store=store).retrieve(request(top_k=5))
+    assert 999 not in [r.chunk_id for r in response.results]
+
+
+def test_hyde_unavailable_is_noted_not_failed():
+    response = make_service().retrieve(request(enable_hyde=True))
+    assert "hyde_unavailable" in response.trace.notes
+    assert response.trace.degradations == ()
+
+
+def test_hyde_adds_a_dense_list():
+    class Writer:
+        name = "fake-chat"
+
+        def complete(self, messages, **kwargs):
+            return "员工每年享有 15 天带薪年假。"
+
+    response = make_service(hyde_model=Writer()).retrieve(request(enable_hyde=True))
+    assert any("dense:hyde" in r.rank_sources for r in response.results)
+
+
+class Epochs:
+    def __init__(self):
+        self.epoch = 1
+
+    def __call__(self, kb_id):
+        return self.epoch, False
+
+
+def test_cache_miss_then_hit_then_epoch_bump_misses():
+    # given
+    epochs = Epochs()
+    store = FakeStore(CHUNKS)
+    service = make_service(store=store, epochs=epochs)
+    # when
+    first = service.retrieve(request())
+    calls_after_first = len(store.calls)
+    second = service.retrieve(request())
+    epochs.epoch = 2
+    third = service.retrieve(request())
+    # then
+    doc_events = lambda r: [e.hit for e in r.trace.cache.events if e.stage == "doc_retrieval"]
+    assert doc_events(first) == [False]
+    assert doc_events(second) == [True]
+    assert doc_events(third) == [False]
+    assert len(store.calls) == calls_after_first * 2  # the hit did not touch the store
+    assert [r.chunk_id for r in second.results] == [r.chunk_id for r in first.results]
+    assert second.trace.cache.hit_count >= 1
+    # the query embedding is reused across epochs
+    assert [e.hit for e in third.trace.cache.events if e.stage == "query_embedding"] == [True]
+
+
+def test_cache_keys_differ_by_parameters():
+    epochs = Epochs()
+    store = FakeStore(CHUNKS)
+    service = make_service(store=store, epochs=epochs)
+    service.retrieve(request(top_k=3))
+    other = service.retrieve(request(top_k=4))
+    assert [e.hit for e in other.trace.cache.events if e.stage == "doc_retrieval"] == [False]
+
+
+def test_cache_hit_is_refiltered_by_current_ready_facts():
+    epochs = Epochs()
+    repository = FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, other={30})
+    service = make_service(repository=repository, epochs=epochs)
+    service.retrieve(request(top_k=5))
+    repository.ready = {20}
+    repository.other = {10, 30}
+    response = service.retrieve(request(top_k=5))
+    assert {r.document_id for r in response.results} <= {20}
