@@ -1,0 +1,90 @@
+"""manage.py evaluate_retrieval --dataset DIR --kb SLUG [--build] [--mode …] [--k 5] [--limit N] [--output FILE]"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from knowledge import services
+from knowledge.models import KnowledgeBase, Visibility
+from ragsite.errors import DomainError
+
+from ...datasets import DatasetError, load_dataset
+from ...runner import build_knowledge_base, evaluate_bm25_baseline, evaluate_mode
+
+
+class Command(BaseCommand):
+    help = "评测检索质量：Recall@k、Hit@k、MRR@10、nDCG@10 与延迟，并与同一次运行中的 BM25 基线对比。"
+
+    def add_arguments(self, parser):
+        parser.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.jsonl")
+        parser.add_argument("--kb", required=True, help="knowledge base slug")
+        parser.add_argument("--build", action="store_true", help="load the corpus as documents (idempotent) and publish")
+        parser.add_argument("--mode", action="append", choices=["dense", "sparse", "hybrid"],
+                            help="repeatable; default: all three")
+        parser.add_argument("--k", type=int, default=5)
+        parser.add_argument("--limit", type=int, default=None, help="evaluate the first N queries")
+        parser.add_argument("--rewrite", action="store_true", help="also evaluate with query rewrite")
+        parser.add_argument("--rerank", action="store_true", help="also evaluate with rerank")
+        parser.add_argument("--candidate-k", type=int, default=30)
+        parser.add_argument("--output", help="write the report as JSON to this file")
+
+    def handle(self, *args, **options):
+        if options["k"] < 1:
+            raise CommandError("--k 必须 ≥ 1。")
+        try:
+            dataset = load_dataset(Path(options["dataset"]), limit=options["limit"])
+        except DatasetError as exc:
+            raise CommandError(str(exc)) from exc
+        kb = KnowledgeBase.objects.filter(slug=options["kb"]).first()
+        if kb is None:
+            if not options["build"]:
+                raise CommandError(f"知识库 {options['kb']} 不存在（加 --build 创建并导入语料）。")
+            try:
+                kb = services.create_knowledge_base(
+                    slug=options["kb"], name=f"评测：{dataset.name}", visibility=Visibility.INTERNAL, actor=None
+                )
+            except DomainError as error:
+                raise CommandError(str(error.message)) from error
+
+        report: dict = {"dataset": dataset.name, "kb": kb.slug, "k": options["k"], "queries": len(dataset.queries),
+                        "corpus": len(dataset.corpus)}
+        if options["build"]:
+            build = build_knowledge_base(kb=kb, dataset=dataset)
+            report["build"] = build.__dict__
+            self.stdout.write(f"build: uploaded {build.uploaded}, skipped {build.skipped}, failed {build.failed}, "
+                              f"duplicates {build.duplicates}, {build.seconds} s, version v{build.version}")
+        kb.refresh_from_db()
+        if kb.active_version_id is None:
+            raise CommandError("知识库没有生效版本，无法评测（加 --build）。")
+
+        modes = options["mode"] or ["dense", "sparse", "hybrid"]
+        runs = []
+        for mode in modes:
+            runs.append(evaluate_mode(kb=kb, dataset=dataset, mode=mode, k=options["k"], candidate_k=options["candidate_k"]))
+            if options["rewrite"]:
+                runs.append(evaluate_mode(kb=kb, dataset=dataset, mode=mode, k=options["k"], enable_rewrite=True, candidate_k=options["candidate_k"]))
+            if options["rerank"]:
+                runs.append(evaluate_mode(kb=kb, dataset=dataset, mode=mode, k=options["k"], enable_rerank=True, candidate_k=options["candidate_k"]))
+        baseline = evaluate_bm25_baseline(dataset=dataset, k=options["k"])
+        report["runs"] = runs
+        report["baseline"] = baseline
+        self._print(report)
+        if options["output"]:
+            Path(options["output"]).write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+            self.stdout.write(f"wrote {options['output']}")
+
+    def _print(self, report: dict) -> None:
+        k = report["k"]
+        header = f"{'run':<26} {'recall@'+str(k):>9} {'hit@'+str(k):>7} {'mrr@10':>7} {'ndcg@10':>8} {'p50 ms':>8} {'p95 ms':>8}"
+        self.stdout.write(f"{report['dataset']}: {report['queries']} queries, {report['corpus']} passages")
+        self.stdout.write(header)
+        for run in [*report["runs"], report["baseline"]]:
+            name = run["mode"] + ("+rewrite" if run.get("rewrite") else "") + ("+rerank" if run.get("rerank") else "")
+            m = run["metrics"]
+            self.stdout.write(
+                f"{name:<26} {m[f'recall@{k}']:>9.4f} {m[f'hit@{k}']:>7.4f} {m['mrr@10']:>7.4f} {m['ndcg@10']:>8.4f} "
+                f"{run['latency_ms']['p50']:>8.2f} {run['latency_ms']['p95']:>8.2f}"
+            )

@@ -1,0 +1,91 @@
+"""`manage.py evaluate_retrieval` over a small dataset in the shared eval layout."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evaluation.bm25 import BM25
+from evaluation.datasets import DatasetError, load_dataset
+from knowledge.models import Document, KnowledgeBase
+
+CORPUS = [
+    {"id": "D1", "title": "年假制度", "text": "入职满一年的员工每年享有十五天带薪年假。"},
+    {"id": "D2", "title": "差旅标准", "text": "一线城市住宿标准为每晚六百元，其他城市每晚四百元。"},
+    {"id": "D3", "title": "VPN 使用", "text": "远程办公需要安装 VPN 客户端，并用公司邮箱账号登录。"},
+    {"id": "D4", "title": "打印机", "text": "打印机卡纸时先关闭电源，再打开后盖取出纸张。"},
+]
+QUERIES = [
+    {"id": "Q1", "question": "年假有几天？", "answer": "十五天"},
+    {"id": "Q2", "question": "一线城市住宿标准是多少？", "answer": "六百元"},
+    {"id": "Q3", "question": "远程办公怎么连 VPN？", "answer": "VPN 客户端"},
+]
+QRELS = [{"query_id": "Q1", "doc_id": "D1"}, {"query_id": "Q2", "doc_id": "D2"}, {"query_id": "Q3", "doc_id": "D3"}]
+
+
+def write_dataset(directory, corpus=CORPUS, queries=QUERIES, qrels=QRELS):
+    for name, rows in (("corpus", corpus), ("queries", queries), ("qrels", qrels)):
+        (directory / f"{name}.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    return directory
+
+
+@pytest.mark.django_db(transaction=True)
+def test_build_evaluate_and_write_json(tmp_path, milvus, database_tasks, media_root):
+    # given
+    dataset = write_dataset(tmp_path)
+    output = tmp_path / "report.json"
+    out = io.StringIO()
+    # when
+    call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--build", "--k", "2",
+                 "--output", str(output), stdout=out)
+    # then
+    report = json.loads(output.read_text(encoding="utf-8"))
+    assert [run["mode"] for run in report["runs"]] == ["dense", "sparse", "hybrid"]
+    assert report["baseline"]["mode"] == "bm25-baseline"
+    for run in [*report["runs"], report["baseline"]]:
+        assert set(run["metrics"]) == {"recall@2", "hit@2", "mrr@10", "ndcg@10"}
+        assert run["latency_ms"]["p95"] >= run["latency_ms"]["p50"] >= 0
+    hybrid = next(run for run in report["runs"] if run["mode"] == "hybrid")
+    assert hybrid["metrics"]["hit@2"] == 1.0
+    kb = KnowledgeBase.objects.get(slug="eval")
+    assert sorted(Document.objects.filter(knowledge_base=kb).values_list("external_id", flat=True)) == ["D1", "D2", "D3", "D4"]
+    assert kb.active_version is not None
+    assert "hybrid" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_build_is_idempotent(tmp_path, milvus, database_tasks, media_root):
+    dataset = write_dataset(tmp_path)
+    call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--build", "--mode", "sparse", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--build", "--mode", "sparse", stdout=out)
+    assert "uploaded 0, skipped 4" in out.getvalue()
+    assert Document.objects.count() == 4
+
+
+@pytest.mark.django_db
+def test_missing_kb_without_build_is_refused(tmp_path):
+    with pytest.raises(CommandError, match="不存在"):
+        call_command("evaluate_retrieval", "--dataset", str(write_dataset(tmp_path)), "--kb", "nope")
+
+
+def test_dataset_errors_are_clear(tmp_path):
+    write_dataset(tmp_path, qrels=[{"query_id": "Q1", "doc_id": "MISSING"}])
+    with pytest.raises(DatasetError, match="不存在的文档"):
+        load_dataset(tmp_path)
+    (tmp_path / "queries.jsonl").write_text("{not json", encoding="utf-8")
+    with pytest.raises(DatasetError, match="不是合法的 JSON"):
+        load_dataset(tmp_path)
+
+
+def test_limit_keeps_the_first_queries(tmp_path):
+    assert [q.id for q in load_dataset(write_dataset(tmp_path), limit=2).queries] == ["Q1", "Q2"]
+
+
+def test_bm25_baseline_ranks_the_matching_passage_first():
+    index = BM25([(row["id"], row["title"] + row["text"]) for row in CORPUS])
+    assert index.search("打印机卡纸怎么办", k=2)[0] == "D4"
+    assert index.search("火星探测器", k=2) == []
