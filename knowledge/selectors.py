@@ -15,13 +15,14 @@ from .models import (
 )
 
 
-def ready_document_ids_of_active_version(
+def ready_documents_of_active_version(
     *, kb_id: int, document_ids: Iterable[int] | None = None
-) -> list[int]:
+) -> QuerySet[Document]:
     """The READY documents of the knowledge base's active version, optionally ∩ `document_ids`.
 
     Every retrieval starts from this set: a document that is not in it (draft only, failed,
     half-indexed, another knowledge base) must never reach an answer, even if vectors exist.
+    At most one version per KB is ACTIVE (database constraint), so the join yields no duplicates.
     """
     queryset = Document.objects.filter(
         knowledge_base_id=kb_id,
@@ -31,7 +32,17 @@ def ready_document_ids_of_active_version(
     )
     if document_ids is not None:
         queryset = queryset.filter(pk__in=list(document_ids))
-    return sorted(queryset.values_list("pk", flat=True).distinct())
+    return queryset
+
+
+def ready_document_ids_of_active_version(
+    *, kb_id: int, document_ids: Iterable[int] | None = None
+) -> list[int]:
+    return sorted(
+        ready_documents_of_active_version(kb_id=kb_id, document_ids=document_ids).values_list(
+            "pk", flat=True
+        )
+    )
 
 
 def draft_version(*, kb: KnowledgeBase) -> KnowledgeBaseVersion | None:

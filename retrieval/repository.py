@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from knowledge.models import Chunk, Document, DocumentAsset, KnowledgeBase
-from knowledge.selectors import ready_document_ids_of_active_version
+from knowledge.selectors import ready_documents_of_active_version
 
 from .contracts import AssetRef, FactsUnavailable
 
@@ -24,9 +24,12 @@ from .contracts import AssetRef, FactsUnavailable
 class ReadyFacts:
     version: int | None
     ready_ids: frozenset[int]
-    other_ids: frozenset[int]  # documents of the KB that are not answerable (for "not in")
+    # Documents of the KB that may not answer. Only loaded when "not in" them is the shorter
+    # filter; `other_count` is always known.
+    other_ids: frozenset[int] | None
     visibility_scope: str
     empty_reason: str = ""
+    other_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -87,22 +90,25 @@ class DjangoRepository:
                 groups = sorted(kb.allowed_groups.values_list("pk", flat=True))
                 scope = f"restricted:{','.join(map(str, groups))}"
             if kb.active_version_id is None:
-                return ReadyFacts(None, frozenset(), frozenset(), scope, "no_active_version")
-            ready = frozenset(
-                ready_document_ids_of_active_version(kb_id=kb_id, document_ids=document_ids)
-            )
-            # The complement is only needed to choose the shorter filter expression.
-            others = frozenset(
-                Document.objects.filter(knowledge_base_id=kb_id)
-                .exclude(pk__in=ready)
-                .values_list("pk", flat=True)
-            ) if ready else frozenset()
+                return ReadyFacts(None, frozenset(), None, scope, "no_active_version")
+            ready_documents = ready_documents_of_active_version(kb_id=kb_id, document_ids=document_ids)
+            ready = frozenset(ready_documents.values_list("pk", flat=True))
+            others: frozenset[int] | None = None
+            other_count = 0
+            if ready:
+                other_count = Document.objects.filter(knowledge_base_id=kb_id).count() - len(ready)
+                if 0 < other_count < len(ready):
+                    others = frozenset(
+                        Document.objects.filter(knowledge_base_id=kb_id)
+                        .exclude(pk__in=ready_documents.values("pk"))
+                        .values_list("pk", flat=True)
+                    )
         except DatabaseError as exc:
             raise FactsUnavailable("知识库事实数据暂时无法读取，请稍后重试。") from exc
         reason = ""
         if not ready:
             reason = "document_ids_not_ready" if document_ids is not None else "no_ready_documents"
-        return ReadyFacts(kb.active_version.number, ready, others, scope, reason)
+        return ReadyFacts(kb.active_version.number, ready, others, scope, reason, other_count)
 
     def load_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         ids = list(ids)

@@ -233,9 +233,10 @@ class RetrievalService:
 
     @staticmethod
     def _document_filter(facts: ReadyFacts) -> tuple[DocumentFilter, str]:
-        if not facts.other_ids:
+        """Push down the shorter of `document_id in READY` / `not in the rest` (kb always)."""
+        if facts.other_count <= 0:
             return DocumentFilter(exclude=()), "none"
-        if len(facts.other_ids) < len(facts.ready_ids):
+        if facts.other_ids is not None and len(facts.other_ids) < len(facts.ready_ids):
             return DocumentFilter(exclude=tuple(sorted(facts.other_ids))), "not_in"
         return DocumentFilter(include=tuple(sorted(facts.ready_ids))), "in"
 

@@ -46,7 +46,8 @@ class FakeRepository:
         ready = set(self.ready) if document_ids is None else set(self.ready) & set(document_ids)
         reason = "" if ready else ("document_ids_not_ready" if document_ids is not None else "no_ready_documents")
         all_docs = {c.document_id for c in self.chunks.values()} | self.ready | self.other
-        return ReadyFacts(self.version, frozenset(ready), frozenset(all_docs - ready), "internal", reason)
+        others = all_docs - ready
+        return ReadyFacts(self.version, frozenset(ready), frozenset(others), "internal", reason, len(others))
 
     def load_chunks(self, ids):
         self.calls.append("load_chunks")

@@ -165,7 +165,7 @@ def test_facts_store_down_is_503_json(member_api, published_kb, monkeypatch):
     def broken(**kwargs):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(repository, "ready_document_ids_of_active_version", broken)
+    monkeypatch.setattr(repository, "ready_documents_of_active_version", broken)
     # when
     response = search(member_api, published_kb, "年假")
     # then
