@@ -163,11 +163,14 @@ def _run(document: Document, timer: StageTimer) -> int:
     timer.add("embed", started)
 
     started = time.perf_counter()
-    chunks = _replace_rows(document, parsed, drafts, contents, captions)
+    chunks, had_rows = _replace_rows(document, parsed, drafts, contents, captions)
     timer.add("store", started)
 
     started = time.perf_counter()
-    _index(kb, document, chunks, vectors)
+    # A first attempt that found no earlier rows cannot have left vectors behind (attempts is
+    # counted when the job is claimed), so the delete round-trip is skipped.
+    first_run = document.attempts <= 1 and not had_rows
+    _index(kb, document, chunks, vectors, replace=not first_run)
     timer.add("upsert", started)
 
     with transaction.atomic():
@@ -292,12 +295,13 @@ def _embed(embedder, contents: list[str], kb: KnowledgeBase) -> list[list[float]
 
 
 @transaction.atomic
-def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> list[Chunk]:
+def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> tuple[list[Chunk], bool]:
+    """New chunk and asset rows in place of old ones; returns (chunks, whether old rows existed)."""
     Document.objects.select_for_update().get(pk=document.pk)  # raises if deleted meanwhile
     old_asset_keys = list(
         DocumentAsset.objects.filter(document=document).values_list("file", flat=True)
     )
-    Chunk.objects.filter(document=document).delete()
+    had_rows = Chunk.objects.filter(document=document).delete()[0] > 0
     DocumentAsset.objects.filter(document=document).delete()
 
     wanted = {key for draft in drafts for key in draft.image_keys}
@@ -348,17 +352,18 @@ def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> 
     if stale:
         storage = DocumentAsset._meta.get_field("file").storage
         transaction.on_commit(lambda: [storage.delete(key) for key in stale])
-    return chunks
+    return chunks, had_rows
 
 
-def _index(kb: KnowledgeBase, document: Document, chunks: list[Chunk], vectors) -> None:
+def _index(kb: KnowledgeBase, document: Document, chunks: list[Chunk], vectors, *, replace: bool) -> None:
     from retrieval.milvus_store import get_vector_store
     from retrieval.ports import ChunkRecord, VectorStoreError
 
     try:
         store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
-        # Replace, not merge: a re-run may produce fewer chunks than the previous one.
-        store.delete_document(kb_id=kb.pk, document_id=document.pk)
+        if replace:
+            # Replace, not merge: a re-run may produce fewer chunks than the previous one.
+            store.delete_document(kb_id=kb.pk, document_id=document.pk)
         store.upsert_chunks(
             [
                 ChunkRecord(
