@@ -14,7 +14,7 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import OperationalError, close_old_connections
+from django.db import DatabaseError, close_old_connections
 from django_eventstream.channelmanager import DefaultChannelManager
 
 logger = logging.getLogger(__name__)
@@ -56,7 +56,8 @@ class DatabaseRelay(threading.Thread):
         while True:
             try:
                 self.forward_new_events()
-            except OperationalError as exc:
+            except DatabaseError as exc:
+                # Keep relaying after a database hiccup; events are hints, the rows stay the truth.
                 logger.warning("event relay could not read events: %s", exc)
             finally:
                 close_old_connections()
@@ -72,12 +73,20 @@ class DatabaseRelay(threading.Thread):
             return 0
         rows = list(EventRow.objects.filter(id__gt=self.last_row_id).order_by("id")[:500])
         manager = get_listener_manager()
+        forwarded = 0
         for row in rows:
-            # The storage keeps the SSE payload (a JSON string) JSON-encoded once more.
-            payload = json.loads(row.data)
-            manager.add_to_queues(row.channel, Event(row.channel, row.type, payload, id=row.eid))
             self.last_row_id = row.id
-        return len(rows)
+            if not row.eid:
+                continue  # the storage's per-channel placeholder row (eid 0, no data)
+            try:
+                # The storage keeps the SSE payload (a JSON string) JSON-encoded once more.
+                payload = json.loads(row.data)
+            except json.JSONDecodeError:
+                logger.warning("skipping undecodable event %s on %s", row.id, row.channel)
+                continue
+            manager.add_to_queues(row.channel, Event(row.channel, row.type, payload, id=row.eid))
+            forwarded += 1
+        return forwarded
 
 
 _relay_lock = threading.Lock()

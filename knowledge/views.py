@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, HttpResponseNotFound
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 from django_eventstream.views import events
 
-from .access import readable_knowledge_bases
+from .access import is_manager, readable_knowledge_bases
 from .eventstream import ensure_relay
+from .models import KnowledgeBase
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -16,5 +18,10 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def kb_events(request: HttpRequest, kb_id: int) -> HttpResponse:
+    """SSE stream of a knowledge base's ingestion progress (staff only: it is admin tooling)."""
+    if not is_manager(request.user):
+        return HttpResponseForbidden(_("只有管理员可以查看处理进度。"))
+    if not KnowledgeBase.objects.filter(pk=kb_id).exists():
+        return HttpResponseNotFound(_("知识库不存在。"))
     ensure_relay()
     return events(request, **{"format-channels": ["kb-{kb_id}"], "kb_id": kb_id})
