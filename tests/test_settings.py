@@ -1,0 +1,76 @@
+"""Settings per environment: production requires its secrets and scales out with settings only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = """
+import json, django
+from django.conf import settings
+django.setup()
+print(json.dumps({
+    "cache": settings.CACHES["default"]["BACKEND"],
+    "channels": settings.CHANNEL_LAYERS["default"]["BACKEND"],
+    "eventstream_redis": getattr(settings, "EVENTSTREAM_REDIS", None),
+    "storage": settings.STORAGES["default"]["BACKEND"],
+    "db": settings.DATABASES["default"]["ENGINE"],
+    "debug": settings.DEBUG,
+    "provider": settings.RAG_PROVIDER,
+    "embedding": [settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION],
+}))
+"""
+
+
+def run_settings(module: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "AWS_", "RAG_", "MILVUS_"))}
+    return subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**clean, "DJANGO_SETTINGS_MODULE": module, "RAGSITE_VAR_DIR": "/tmp/ragsite-settings-probe", **env},
+    )
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    result = run_settings("ragsite.settings.production", {"DJANGO_ALLOWED_HOSTS": "kb.example.com"})
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_production_scales_out_with_settings_only():
+    result = run_settings("ragsite.settings.production", {
+        "DJANGO_SECRET_KEY": "x" * 50,
+        "DJANGO_ALLOWED_HOSTS": "kb.example.com",
+        "DATABASE_URL": "postgres://rag:pw@db.internal:5432/ragsite",
+        "REDIS_URL": "redis://cache.internal:6379/2",
+        "AWS_STORAGE_BUCKET_NAME": "ragsite-media",
+        "AWS_S3_ENDPOINT_URL": "http://minio.internal:9000",
+        "RAG_PROVIDER": "dashscope",
+    })
+    assert result.returncode == 0, result.stderr
+    config = json.loads(result.stdout)
+    assert config == {
+        "cache": "django.core.cache.backends.redis.RedisCache",
+        "channels": "channels_redis.core.RedisChannelLayer",
+        "eventstream_redis": {"host": "cache.internal", "port": 6379, "db": 2, "password": None},
+        "storage": "storages.backends.s3.S3Storage",
+        "db": "django.db.backends.postgresql",
+        "debug": False,
+        "provider": "dashscope",
+        "embedding": ["text-embedding-v4", 1024],
+    }
+
+
+def test_local_defaults_are_embedded_and_offline():
+    result = run_settings("ragsite.settings.local", {})
+    assert result.returncode == 0, result.stderr
+    config = json.loads(result.stdout)
+    assert config["cache"] == "django.core.cache.backends.locmem.LocMemCache"
+    assert config["channels"] == "channels.layers.InMemoryChannelLayer"
+    assert config["storage"] == "django.core.files.storage.FileSystemStorage"
+    assert config["db"] == "django.db.backends.sqlite3"
+    assert config["provider"] == "local"
