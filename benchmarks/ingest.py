@@ -1,0 +1,164 @@
+"""make bench-ingest: ingestion throughput and memory, split by stage, local provider.
+
+Corpora: the bundled demo knowledge base (every format, OCR included) and
+../shared/eval/cmrc2018_dev_chunks/corpus.jsonl loaded as one document per passage. Each document
+goes through the real pipeline (storage → parse → chunk → embed → database → Milvus). The same
+chunk texts are then embedded and inserted with raw pymilvus calls in the same run, as the
+baseline the pipeline's overhead is measured against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from .common import PeakRss, ROOT, print_table, setup_django, write_results
+
+CMRC_CHUNKS = ROOT.parent / "shared" / "eval" / "cmrc2018_dev_chunks"
+
+
+def run_pipeline(kb, files: list[tuple[str, bytes]], *, titles=None, external_ids=None) -> dict:
+    from django.core.files.base import ContentFile
+
+    from knowledge import services
+    from knowledge.ingestion import ingest_document
+    from knowledge.models import Chunk
+
+    stage_seconds: dict[str, float] = defaultdict(float)
+    document_ids: list[int] = []
+    monitor = PeakRss()
+    started = time.perf_counter()
+    with monitor.measure():
+        upload_started = time.perf_counter()
+        for start in range(0, len(files), 50):
+            batch = files[start : start + 50]
+            outcomes = services.upload_documents(
+                kb=kb,
+                files=[ContentFile(data, name=name) for name, data in batch],
+                actor=None,
+                titles=titles[start : start + 50] if titles else None,
+                external_ids=external_ids[start : start + 50] if external_ids else None,
+            )
+            document_ids += [o.document.pk for o in outcomes]
+        stage_seconds["upload"] = time.perf_counter() - upload_started
+        failed = 0
+        for document_id in document_ids:
+            report = ingest_document(document_id=document_id)
+            failed += report.status == "failed"
+            for stage, seconds in report.seconds.items():
+                stage_seconds[stage] += seconds
+    elapsed = time.perf_counter() - started
+    chunks = Chunk.objects.filter(document_id__in=document_ids).count()
+    return {
+        "documents": len(document_ids),
+        "failed": failed,
+        "chunks": chunks,
+        "seconds": round(elapsed, 2),
+        "chunks_per_second": round(chunks / elapsed, 1) if elapsed else 0.0,
+        "stage_seconds": {k: round(v, 3) for k, v in sorted(stage_seconds.items())},
+        "peak_rss_added_mb": monitor.added_mb,
+        "peak_rss_mb": round(monitor.peak_mb, 1),
+    }
+
+
+def raw_baseline(kb, document_ids_filter) -> dict:
+    """Embed the same chunk texts and insert them with plain pymilvus into a scratch collection."""
+    from django.conf import settings
+    from pymilvus import DataType, MilvusClient
+
+    from knowledge.models import Chunk
+    from retrieval.providers import get_embedder
+
+    texts = list(Chunk.objects.filter(document_id__in=document_ids_filter).values_list("content", flat=True))
+    embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
+    started = time.perf_counter()
+    vectors = []
+    for start in range(0, len(texts), 64):
+        vectors += embedder.embed_documents(texts[start : start + 64])
+    embed_seconds = time.perf_counter() - started
+
+    client = MilvusClient(uri=settings.MILVUS_URI)
+    name = f"bench_raw_{int(time.time())}"
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=kb.embedding_dimension)
+    index = client.prepare_index_params()
+    index.add_index("vector", index_type="AUTOINDEX", metric_type="COSINE")
+    client.create_collection(name, schema=schema, index_params=index)
+    started = time.perf_counter()
+    for start in range(0, len(vectors), 500):
+        client.insert(name, [{"id": start + i, "vector": v} for i, v in enumerate(vectors[start : start + 500])])
+    insert_seconds = time.perf_counter() - started
+    client.drop_collection(name)
+    client.close()
+    total = embed_seconds + insert_seconds
+    return {
+        "chunks": len(texts),
+        "embed_seconds": round(embed_seconds, 3),
+        "insert_seconds": round(insert_seconds, 3),
+        "chunks_per_second": round(len(texts) / total, 1) if total else 0.0,
+    }
+
+
+def demo_files(out_dir: Path) -> list[tuple[str, bytes]]:
+    from knowledge.demo.build import build_demo_corpus
+
+    return [(p.name, p.read_bytes()) for p in build_demo_corpus(out_dir)]
+
+
+def cmrc_files(limit: int | None) -> tuple[list[tuple[str, bytes]], list[str], list[str]]:
+    from evaluation.datasets import load_dataset
+    from evaluation.runner import corpus_document_text
+
+    dataset = load_dataset(CMRC_CHUNKS)
+    corpus = dataset.corpus[:limit] if limit else dataset.corpus
+    files = [(f"{n}.txt", corpus_document_text(e.title, e.text).encode()) for n, e in enumerate(corpus)]
+    return files, [e.title for e in corpus], [e.id for e in corpus]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cmrc-limit", type=int, default=None, help="load only the first N passages")
+    args = parser.parse_args()
+    stop = setup_django()
+    try:
+        import tempfile
+
+        from knowledge import services
+        from knowledge.models import Document
+
+        results = {}
+        for name, loader in (
+            ("demo", lambda: (demo_files(Path(tempfile.mkdtemp())), None, None)),
+            ("cmrc2018_dev_chunks", lambda: cmrc_files(args.cmrc_limit)),
+        ):
+            files, titles, external_ids = loader()
+            kb = services.create_knowledge_base(slug=f"bench-{name.replace('_', '-')}", name=name, actor=None)
+            pipeline = run_pipeline(kb, files, titles=titles, external_ids=external_ids)
+            ids = list(Document.objects.filter(knowledge_base=kb).values_list("pk", flat=True))
+            baseline = raw_baseline(kb, ids)
+            pipeline["raw_baseline"] = baseline
+            pipeline["pipeline_vs_raw_throughput"] = (
+                round(pipeline["chunks_per_second"] / baseline["chunks_per_second"], 3)
+                if baseline["chunks_per_second"] else None
+            )
+            results[name] = pipeline
+
+        stages = ["upload", "parse", "chunk", "assets", "embed", "store", "upsert"]
+        rows = []
+        for name, r in results.items():
+            rows.append([name, r["documents"], r["chunks"], r["seconds"], r["chunks_per_second"],
+                         *(r["stage_seconds"].get(s, 0.0) for s in stages), r["peak_rss_added_mb"],
+                         r["raw_baseline"]["chunks_per_second"], r["pipeline_vs_raw_throughput"]])
+        print_table(["corpus", "docs", "chunks", "s", "chunks/s", *[f"{s} s" for s in stages], "+RSS MB",
+                     "raw chunks/s", "pipeline/raw"], rows)
+        path = write_results("ingest", {"provider": "local", "corpora": results})
+        print(f"\nwrote {path}")
+    finally:
+        stop()
+
+
+if __name__ == "__main__":
+    main()
