@@ -59,7 +59,7 @@ run: bootstrap
 	@echo "  管理后台:  http://$(HOST):$(PORT)/admin/"
 	@echo "  API 文档:  http://$(HOST):$(PORT)/api/docs/"
 	@echo ""
-	HOST=$(HOST) PORT=$(PORT) MILVUS_PORT=$(MILVUS_PORT) $(VENV)/bin/honcho -f Procfile start
+	HOST=$(HOST) WEB_PORT=$(PORT) MILVUS_PORT=$(MILVUS_PORT) $(VENV)/bin/honcho -f Procfile start
 
 test: install-dev
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -45,13 +45,14 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
 
 def upload_paths(
     *, kb: KnowledgeBase, paths: Sequence[Path], actor=None, source_tag: str = "",
-    external_ids: Sequence[str] | None = None,
+    external_ids: Sequence[str] | None = None, titles: Sequence[str] | None = None,
 ) -> list[services.UploadOutcome]:
     handles = [path.open("rb") for path in paths]
     try:
         files = [File(handle, name=path.name) for handle, path in zip(handles, paths, strict=True)]
         return services.upload_documents(
-            kb=kb, files=files, actor=actor, source_tag=source_tag, external_ids=external_ids
+            kb=kb, files=files, actor=actor, source_tag=source_tag, external_ids=external_ids,
+            titles=titles,
         )
     finally:
         for handle in handles:

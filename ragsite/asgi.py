@@ -14,6 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from ragsite.routing import websocket_urlpatterns  # noqa: E402
+from retrieval.warmup import start_background_warm_up  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -23,3 +24,8 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+from django.conf import settings  # noqa: E402
+
+if settings.RAG_WARM_UP:
+    start_background_warm_up()

@@ -234,6 +234,8 @@ RAG_PROVIDER_RETRY_BASE_DELAY_SECONDS = env.float("RAG_PROVIDER_RETRY_BASE_DELAY
 RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS = env.bool("RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS", default=False)
 
 # Retrieval: channel threads per process, L2 cache lifetimes.
+# Load tokenizers and Milvus collections in the background when the web process starts.
+RAG_WARM_UP = env.bool("RAG_WARM_UP", default=True)
 RAG_RETRIEVAL_THREADS = env.int("RAG_RETRIEVAL_THREADS", default=8)
 RAG_CACHE_EMBEDDING_TTL_SECONDS = env.int("RAG_CACHE_EMBEDDING_TTL_SECONDS", default=24 * 3600)
 RAG_CACHE_CANDIDATES_TTL_SECONDS = env.int("RAG_CACHE_CANDIDATES_TTL_SECONDS", default=600)
@@ -257,6 +259,8 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "jieba": {"level": "WARNING"},
+        # One line per task state change drowns the bootstrap output; failures still log.
+        "django_tasks": {"level": "WARNING"},
         # pymilvus logs every failed call with a traceback; the store reports them itself.
         "pymilvus.decorators": {"level": "CRITICAL"},
     },

@@ -22,6 +22,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+RAG_WARM_UP = False
 RAG_PROVIDER = "local"
 RAG_EMBEDDING_MODEL = "local-hash-lexical-v1"
 RAG_EMBEDDING_DIMENSION = 512

@@ -44,6 +44,7 @@ class Command(BaseCommand):
 
     def _load_demo(self) -> None:
         from ...demo.build import build_demo_corpus
+        from ...demo.content import MANIFEST
         from ...demo.faqs import FAQS
 
         out_dir = settings.VAR_DIR / "demo"
@@ -64,8 +65,15 @@ class Command(BaseCommand):
                     similar_questions=faq.get("similar_questions", []),
                     source_tag=faq.get("source_tag", ""), actor=None,
                 )
-        outcomes = bulk.upload_paths(kb=kb, paths=paths, source_tag="demo")
-        ids = [o.document.pk for o in outcomes]
+        manifest = {entry.name: entry for entry in MANIFEST}
+        ids = []
+        for path in paths:
+            entry = manifest.get(path.name)
+            outcome = bulk.upload_paths(
+                kb=kb, paths=[path], source_tag=entry.source_tag if entry else "demo",
+                titles=[entry.title] if entry else None,
+            )[0]
+            ids.append(outcome.document.pk)
         bulk.process_queue_until_done(ids)
         failed = Document.objects.filter(pk__in=ids, status=DocumentStatus.FAILED)
         if failed:
