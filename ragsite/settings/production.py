@@ -11,3 +11,11 @@ SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
+
+STATIC_ROOT = env("STATIC_ROOT", default=str(VAR_DIR / "staticfiles"))  # noqa: F405
+# Static files are collected at deploy time (`manage.py collectstatic`) and served hashed.
+WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=False)
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
