@@ -10,7 +10,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 from django.utils.translation import ngettext
 
 from ragsite.errors import DomainError
@@ -61,9 +61,9 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
     readonly_fields = ["embedding_model", "embedding_dimension", "active_version", "created_by", "created_at", "updated_at", "links"]
     fieldsets = [
         (None, {"fields": ["slug", "name", "description", "support_contact"]}),
-        (_lazy("访问控制"), {"fields": ["visibility", "allowed_groups"]}),
-        (_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model", "embedding_dimension"]}),
-        (_lazy("状态"), {"fields": ["active_version", "links", "created_by", "created_at", "updated_at"]}),
+        (gettext_lazy("访问控制"), {"fields": ["visibility", "allowed_groups"]}),
+        (gettext_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model", "embedding_dimension"]}),
+        (gettext_lazy("状态"), {"fields": ["active_version", "links", "created_by", "created_at", "updated_at"]}),
     ]
     actions = ["create_draft", "rollback_to_previous"]
 
@@ -78,23 +78,23 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
             fields += ["slug", "chunk_size_tokens", "chunk_overlap_tokens"]
         return fields
 
-    @admin.display(description=_lazy("生效版本"), ordering="active_version__number")
+    @admin.display(description=gettext_lazy("生效版本"), ordering="active_version__number")
     def active_version_label(self, kb: KnowledgeBase):
         return f"v{kb.active_version.number}" if kb.active_version_id else "—"
 
-    @admin.display(description=_lazy("文档数"), ordering="_documents")
+    @admin.display(description=gettext_lazy("文档数"), ordering="_documents")
     def document_total(self, kb: KnowledgeBase) -> int:
         return kb._documents
 
-    @admin.display(description=_lazy("FAQ 数"), ordering="_faqs")
+    @admin.display(description=gettext_lazy("FAQ 数"), ordering="_faqs")
     def faq_total(self, kb: KnowledgeBase) -> int:
         return kb._faqs
 
-    @admin.display(description=_lazy("命中测试"))
+    @admin.display(description=gettext_lazy("命中测试"))
     def hit_test_link(self, kb: KnowledgeBase):
         return format_html('<a href="{}">{}</a>', reverse("hit-test", args=[kb.pk]), _("测试"))
 
-    @admin.display(description=_lazy("快捷入口"))
+    @admin.display(description=gettext_lazy("快捷入口"))
     def links(self, kb: KnowledgeBase):
         if not kb.pk:
             return "—"
@@ -124,7 +124,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
         obj.pk = kb.pk
         obj.embedding_model, obj.embedding_dimension = kb.embedding_model, kb.embedding_dimension
 
-    @admin.action(description=_lazy("创建草稿版本（基于生效版本）"))
+    @admin.action(description=gettext_lazy("创建草稿版本（基于生效版本）"))
     def create_draft(self, request, queryset):
         for kb in queryset:
             try:
@@ -134,7 +134,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
             else:
                 messages.success(request, _("已为 %(kb)s 创建草稿 v%(n)s。") % {"kb": kb.name, "n": version.number})
 
-    @admin.action(description=_lazy("回滚到上一个生效版本…"))
+    @admin.action(description=gettext_lazy("回滚到上一个生效版本…"))
     def rollback_to_previous(self, request, queryset):
         return _confirm_switch(
             self, request, queryset, action="rollback_to_previous",
@@ -197,15 +197,15 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("knowledge_base", "created_by").annotate(_documents=Count("documents"))
 
-    @admin.display(description=_lazy("状态"), ordering="status")
+    @admin.display(description=gettext_lazy("状态"), ordering="status")
     def status_label(self, version: KnowledgeBaseVersion):
         return status_badge(version.status, version.get_status_display())
 
-    @admin.display(description=_lazy("文档数"), ordering="_documents")
+    @admin.display(description=gettext_lazy("文档数"), ordering="_documents")
     def document_total(self, version: KnowledgeBaseVersion) -> int:
         return version._documents
 
-    @admin.display(description=_lazy("文档"))
+    @admin.display(description=gettext_lazy("文档"))
     def document_list(self, version: KnowledgeBaseVersion):
         rows = version.documents.order_by("title")
         return format_html(
@@ -216,7 +216,7 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
             ),
         ) if rows else "—"
 
-    @admin.action(description=_lazy("发布所选版本…"))
+    @admin.action(description=gettext_lazy("发布所选版本…"))
     def activate(self, request, queryset):
         return _confirm_switch(
             self, request, queryset, action="activate", title=_("发布版本"),
@@ -224,7 +224,7 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
             perform=lambda v, reason: services.activate_version(version=v, actor=request.user, reason=reason),
         )
 
-    @admin.action(description=_lazy("回滚到所选版本…"))
+    @admin.action(description=gettext_lazy("回滚到所选版本…"))
     def rollback(self, request, queryset):
         return _confirm_switch(
             self, request, queryset, action="rollback", title=_("回滚版本"),
@@ -232,7 +232,7 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
             perform=lambda v, reason: services.rollback_version(kb=v.knowledge_base, to_version=v, actor=request.user, reason=reason),
         )
 
-    @admin.action(description=_lazy("标记为就绪"))
+    @admin.action(description=gettext_lazy("标记为就绪"))
     def mark_ready(self, request, queryset):
         for version in queryset:
             try:
@@ -242,7 +242,7 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
             else:
                 messages.success(request, _("%(v)s 已就绪。") % {"v": version})
 
-    @admin.action(description=_lazy("退役所选版本"))
+    @admin.action(description=gettext_lazy("退役所选版本"))
     def retire(self, request, queryset):
         for version in queryset:
             try:
@@ -286,7 +286,7 @@ class DocumentAssetInline(admin.TabularInline):
     def has_add_permission(self, request, obj=None):
         return False
 
-    @admin.display(description=_lazy("预览"))
+    @admin.display(description=gettext_lazy("预览"))
     def preview(self, asset: DocumentAsset):
         return format_html('<img src="{}" style="max-width:220px;max-height:160px">', reverse("admin:knowledge_documentasset_image", args=[asset.pk]))
 
@@ -331,29 +331,29 @@ class DocumentAdmin(admin.ModelAdmin):
         extra_context = {**(extra_context or {}), "watched_kb_ids": watched, "upload_url": reverse("admin:knowledge_document_upload")}
         return super().changelist_view(request, extra_context)
 
-    @admin.display(description=_lazy("状态"), ordering="status")
+    @admin.display(description=gettext_lazy("状态"), ordering="status")
     def status_label(self, document: Document):
         return status_badge(document.status, document.get_status_display(), doc_status=document.pk)
 
-    @admin.display(description=_lazy("大小 (KB)"), ordering="size")
+    @admin.display(description=gettext_lazy("大小 (KB)"), ordering="size")
     def size_kb(self, document: Document) -> str:
         return f"{document.size / 1024:.1f}"
 
-    @admin.display(description=_lazy("错误"))
+    @admin.display(description=gettext_lazy("错误"))
     def error_short(self, document: Document):
         if not document.error_code:
             return format_html('<span data-doc-error="{}"></span>', document.pk)
         return format_html('<span data-doc-error="{}" title="{}">{}: {}</span>', document.pk, document.error_message, document.error_code, document.error_message[:60])
 
-    @admin.display(description=_lazy("所在版本"))
+    @admin.display(description=gettext_lazy("所在版本"))
     def versions_list(self, document: Document) -> str:
         return ", ".join(f"v{v.number}（{v.get_status_display()}）" for v in document.versions.order_by("number")) or "—"
 
-    @admin.display(description=_lazy("分块"))
+    @admin.display(description=gettext_lazy("分块"))
     def chunks_link(self, document: Document):
         return format_html('<a href="{}?document__id__exact={}">{}</a>', reverse("admin:knowledge_chunk_changelist"), document.pk, _("查看 %(n)d 个分块") % {"n": document.chunk_count})
 
-    @admin.action(description=_lazy("重试所选失败文档"))
+    @admin.action(description=gettext_lazy("重试所选失败文档"))
     def retry(self, request, queryset):
         retried = 0
         for document in queryset:
@@ -365,7 +365,7 @@ class DocumentAdmin(admin.ModelAdmin):
         if retried:
             messages.success(request, ngettext("已重新排队 %(n)d 个文档。", "已重新排队 %(n)d 个文档。", retried) % {"n": retried})
 
-    @admin.action(description=_lazy("删除所选文档（从草稿移除，无版本引用时彻底删除）"))
+    @admin.action(description=gettext_lazy("删除所选文档（从草稿移除，无版本引用时彻底删除）"))
     def delete_documents(self, request, queryset):
         for document in queryset:
             title = document.title
@@ -430,11 +430,11 @@ class ChunkAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.display(description=_lazy("标题路径"))
+    @admin.display(description=gettext_lazy("标题路径"))
     def heading(self, chunk: Chunk) -> str:
         return " › ".join(chunk.heading_path)
 
-    @admin.display(description=_lazy("内容"))
+    @admin.display(description=gettext_lazy("内容"))
     def excerpt(self, chunk: Chunk) -> str:
         return chunk.content[:80] + ("…" if len(chunk.content) > 80 else "")
 
@@ -469,11 +469,11 @@ class DocumentAssetAdmin(admin.ModelAdmin):
             raise Http404
         return FileResponse(asset.file.open("rb"), content_type="image/jpeg")
 
-    @admin.display(description=_lazy("预览"))
+    @admin.display(description=gettext_lazy("预览"))
     def preview(self, asset: DocumentAsset):
         return format_html('<img src="{}" style="max-height:60px">', reverse("admin:knowledge_documentasset_image", args=[asset.pk]))
 
-    @admin.display(description=_lazy("图片"))
+    @admin.display(description=gettext_lazy("图片"))
     def preview_large(self, asset: DocumentAsset):
         return format_html('<img src="{}" style="max-width:640px">', reverse("admin:knowledge_documentasset_image", args=[asset.pk]))
 
@@ -521,15 +521,15 @@ class FAQAdmin(admin.ModelAdmin):
             )
         messages.success(request, _("已更新 %(n)d 条 FAQ。") % {"n": queryset.count()})
 
-    @admin.action(description=_lazy("启用所选 FAQ"))
+    @admin.action(description=gettext_lazy("启用所选 FAQ"))
     def enable(self, request, queryset):
         self._set_enabled(request, queryset, True)
 
-    @admin.action(description=_lazy("停用所选 FAQ"))
+    @admin.action(description=gettext_lazy("停用所选 FAQ"))
     def disable(self, request, queryset):
         self._set_enabled(request, queryset, False)
 
-    @admin.action(description=_lazy("删除所选 FAQ"))
+    @admin.action(description=gettext_lazy("删除所选 FAQ"))
     def delete_faqs(self, request, queryset):
         count = 0
         for faq in queryset:
@@ -550,7 +550,7 @@ class CacheNamespaceAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description=_lazy("使所选知识库的检索缓存失效"))
+    @admin.action(description=gettext_lazy("使所选知识库的检索缓存失效"))
     def invalidate(self, request, queryset):
         for namespace in queryset.select_related("knowledge_base"):
             if namespace.knowledge_base is not None:
@@ -558,6 +558,6 @@ class CacheNamespaceAdmin(admin.ModelAdmin):
                 messages.success(request, _("%(kb)s 缓存世代已推进到 %(e)s。") % {"kb": namespace.knowledge_base.name, "e": epoch})
 
 
-admin.site.site_header = _lazy("ragsite 知识库管理")
-admin.site.site_title = _lazy("ragsite")
-admin.site.index_title = _lazy("知识库与问答管理")
+admin.site.site_header = gettext_lazy("ragsite 知识库管理")
+admin.site.site_title = gettext_lazy("ragsite")
+admin.site.index_title = gettext_lazy("知识库与问答管理")

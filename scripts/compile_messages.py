@@ -28,16 +28,30 @@ def parse_po(path: Path) -> dict[str, str]:
             elif line.startswith("msgid "):
                 current = parts.setdefault("msgid", [])
                 current.append(ast.literal_eval(line[6:]))
+            elif line.startswith("msgid_plural "):
+                current = parts.setdefault("msgid_plural", [])
+                current.append(ast.literal_eval(line[13:]))
+            elif line.startswith("msgstr["):
+                index, _, rest = line[7:].partition("]")
+                current = parts.setdefault(f"msgstr[{int(index)}]", [])
+                current.append(ast.literal_eval(rest.strip()))
             elif line.startswith("msgstr "):
                 current = parts.setdefault("msgstr", [])
                 current.append(ast.literal_eval(line[7:]))
             elif line.startswith('"') and current is not None:
                 current.append(ast.literal_eval(line))
-            elif line.startswith("msgid_plural") or line.startswith("msgstr["):
-                current = None  # plural forms are not used by this project
-        msgid, msgstr = "".join(parts.get("msgid", [])), "".join(parts.get("msgstr", []))
-        if "msgid" in parts and msgstr and not fuzzy:
-            messages[msgid] = msgstr
+        if "msgid" not in parts or fuzzy:
+            continue
+        msgid = "".join(parts["msgid"])
+        if "msgid_plural" in parts:
+            # .mo plural entries: "singular\0plural" → "form0\0form1…"
+            forms = ["".join(parts[key]) for key in sorted(k for k in parts if k.startswith("msgstr["))]
+            if forms and all(forms):
+                messages[msgid + "\0" + "".join(parts["msgid_plural"])] = "\0".join(forms)
+        else:
+            msgstr = "".join(parts.get("msgstr", []))
+            if msgstr:
+                messages[msgid] = msgstr
     return messages
 
 

@@ -21,6 +21,14 @@ from knowledge.models import (
 _counter = itertools.count(1)
 
 
+def pytest_configure(config):
+    # English catalogs are build output (not committed): compile them so i18n tests see them.
+    import runpy
+    from pathlib import Path
+
+    runpy.run_path(str(Path(__file__).resolve().parent.parent / "scripts" / "compile_messages.py"), run_name="compile")["main"]()
+
+
 # --- people ------------------------------------------------------------------------------------
 
 

@@ -70,3 +70,16 @@ def test_openapi_schema_is_served(anonymous_api):
     response = anonymous_api.get("/api/schema/")
     assert response.status_code == 200
     assert b"/api/knowledge-bases/" in response.content
+
+
+def test_errors_are_chinese_by_default_and_english_on_request(staff_api, kb):
+    # given
+    draft = staff_api.post(f"/api/knowledge-bases/{kb.slug}/versions/", {}, format="json").json()
+    url = f"/api/knowledge-bases/{kb.slug}/versions/{draft['number']}/activate/"
+    # when
+    chinese = staff_api.post(url, {}, format="json")
+    english = staff_api.post(url, {}, format="json", HTTP_ACCEPT_LANGUAGE="en")
+    # then
+    assert chinese.json()["code"] == english.json()["code"] == "version_not_ready"
+    assert "只有就绪版本" in chinese.json()["detail"]
+    assert "ready" in english.json()["detail"].lower() and "只有" not in english.json()["detail"]
