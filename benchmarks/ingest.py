@@ -108,11 +108,11 @@ def demo_files(out_dir: Path) -> list[tuple[str, bytes]]:
     return [(p.name, p.read_bytes()) for p in build_demo_corpus(out_dir)]
 
 
-def cmrc_files(limit: int | None) -> tuple[list[tuple[str, bytes]], list[str], list[str]]:
+def cmrc_files(limit: int | None, directory: Path = CMRC_CHUNKS) -> tuple[list[tuple[str, bytes]], list[str], list[str]]:
     from evaluation.datasets import load_dataset
     from evaluation.runner import corpus_document_text
 
-    dataset = load_dataset(CMRC_CHUNKS)
+    dataset = load_dataset(directory)
     corpus = dataset.corpus[:limit] if limit else dataset.corpus
     files = [(f"{n}.txt", corpus_document_text(e.title, e.text).encode()) for n, e in enumerate(corpus)]
     return files, [e.title for e in corpus], [e.id for e in corpus]
@@ -121,6 +121,7 @@ def cmrc_files(limit: int | None) -> tuple[list[tuple[str, bytes]], list[str], l
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cmrc-limit", type=int, default=None, help="load only the first N passages")
+    parser.add_argument("--cmrc-dir", type=Path, default=CMRC_CHUNKS, help="folder with the corpus.jsonl to load")
     args = parser.parse_args()
     stop = setup_django()
     try:
@@ -132,7 +133,7 @@ def main() -> None:
         results = {}
         for name, loader in (
             ("demo", lambda: (demo_files(Path(tempfile.mkdtemp())), None, None)),
-            ("cmrc2018_dev_chunks", lambda: cmrc_files(args.cmrc_limit)),
+            ("cmrc2018_dev_chunks", lambda: cmrc_files(args.cmrc_limit, args.cmrc_dir)),
         ):
             files, titles, external_ids = loader()
             kb = services.create_knowledge_base(slug=f"bench-{name.replace('_', '-')}", name=name, actor=None)
