@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.utils import translation
 from django_tasks import task
 
 
@@ -9,7 +11,10 @@ from django_tasks import task
 def ingest_document(*, document_id: int) -> dict:
     from .ingestion import ingest_document as run
 
-    report = run(document_id=document_id)
+    # Error messages are stored for every staff member to read: write them in the site's
+    # language, whatever language the thread that enqueued the task happened to use.
+    with translation.override(settings.LANGUAGE_CODE):
+        report = run(document_id=document_id)
     return {
         "document_id": report.document_id,
         "status": str(report.status),

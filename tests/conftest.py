@@ -29,6 +29,16 @@ def pytest_configure(config):
     runpy.run_path(str(Path(__file__).resolve().parent.parent / "scripts" / "compile_messages.py"), run_name="compile")["main"]()
 
 
+@pytest.fixture(autouse=True)
+def default_language():
+    """LocaleMiddleware activates a request's language on the thread and leaves it there."""
+    from django.conf import settings
+    from django.utils import translation
+
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
+
+
 # --- people ------------------------------------------------------------------------------------
 
 

@@ -6,14 +6,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 
-from channels.testing.live import make_application, set_database_connection
+from channels.testing.live import make_application
 from daphne.testing import DaphneProcess
+
+
+def _fresh_connections() -> None:
+    """In the forked server: forget the parent's database sockets without closing them.
+
+    The child inherits settings already pointing at the test database (pytest-django switched
+    them before the fork), so only the open connections must not be shared.
+    """
+    from django.db import connections
+
+    for connection in connections.all(initialized_only=True):
+        connection.connection = None
 
 
 @contextmanager
 def daphne_server(host: str = "127.0.0.1") -> Iterator[str]:
     """Serve ragsite.asgi in a child process; yields the base URL. Needs committed test data."""
-    process = DaphneProcess(host, partial(make_application, static_wrapper=None), setup=set_database_connection)
+    process = DaphneProcess(host, partial(make_application, static_wrapper=None), setup=_fresh_connections)
     process.start()
     try:
         while not process.ready.wait(timeout=1):
