@@ -48,25 +48,23 @@ def faq_candidates_key(**parts: Any) -> str:
     return "rag:faq:" + _digest({**parts, "fmt": CACHE_FORMAT_VERSION})
 
 
-def get(key: str) -> Any | None:
-    try:
-        return cache.get(key)
-    except CACHE_ERRORS as exc:
-        # A cache outage degrades to recomputation; it must not fail the request.
-        logger.warning("retrieval cache read failed: %s", exc)
-        return None
+class DjangoRetrievalCache:
+    """The `RetrievalCache` port on Django's cache framework (LocMem, Redis, …)."""
 
+    def __init__(self, *, embedding_ttl: int | None = None, candidates_ttl: int | None = None) -> None:
+        self.embedding_ttl = embedding_ttl or int(getattr(settings, "RAG_CACHE_EMBEDDING_TTL_SECONDS", 24 * 3600))
+        self.candidates_ttl = candidates_ttl or int(getattr(settings, "RAG_CACHE_CANDIDATES_TTL_SECONDS", 600))
 
-def set(key: str, value: Any, *, ttl: int) -> None:  # noqa: A001 - mirrors the cache API
-    try:
-        cache.set(key, value, ttl)
-    except CACHE_ERRORS as exc:
-        logger.warning("retrieval cache write failed: %s", exc)
+    def get(self, key: str) -> Any | None:
+        try:
+            return cache.get(key)
+        except CACHE_ERRORS as exc:
+            # A cache outage degrades to recomputation; it must not fail the request.
+            logger.warning("retrieval cache read failed: %s", exc)
+            return None
 
-
-def embedding_ttl() -> int:
-    return int(getattr(settings, "RAG_CACHE_EMBEDDING_TTL_SECONDS", 24 * 3600))
-
-
-def candidates_ttl() -> int:
-    return int(getattr(settings, "RAG_CACHE_CANDIDATES_TTL_SECONDS", 600))
+    def set(self, key: str, value: Any, *, ttl: int) -> None:
+        try:
+            cache.set(key, value, ttl)
+        except CACHE_ERRORS as exc:
+            logger.warning("retrieval cache write failed: %s", exc)

@@ -11,6 +11,7 @@ from knowledge.epochs import current_epoch
 from knowledge.models import KnowledgeBase
 
 from .ports import ProviderUnavailable, RerankScore
+from .cache import DjangoRetrievalCache
 from .repository import DjangoRepository
 from .service import RetrievalService
 
@@ -62,5 +63,6 @@ def build_retrieval_service(kb: KnowledgeBase) -> RetrievalService:
         rewriter=_optional(get_rewriter, "rewriter"),
         reranker=_optional(get_reranker, "reranker"),
         hyde_model=hyde_model,
+        cache=DjangoRetrievalCache(),
         epochs=lambda kb_id: current_epoch(kb_id=kb_id),
     )

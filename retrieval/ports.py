@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 # --- errors -------------------------------------------------------------------------------------
 
@@ -122,6 +122,21 @@ class Captioner(Protocol):
 
     def caption(self, *, image_jpeg: bytes, context: str, ocr_text: str = "") -> str:
         """A short Chinese description of the image for retrieval and citations."""
+
+
+# --- cache --------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class RetrievalCache(Protocol):
+    """L2: query embeddings and retrieval candidates under keys built by `retrieval.cache`."""
+
+    embedding_ttl: int
+    candidates_ttl: int
+
+    def get(self, key: str) -> Any | None: ...
+
+    def set(self, key: str, value: Any, *, ttl: int) -> None: ...
 
 
 # --- vectors ------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 
-from . import cache as l2
+from . import cache as l2  # key builders only; the store itself is the injected port
 from .contracts import (
     AllChannelsFailed,
     CacheEvent,
@@ -49,6 +49,7 @@ from .ports import (
     ProviderError,
     QueryRewriter,
     Reranker,
+    RetrievalCache,
     VectorStore,
     VectorStoreError,
 )
@@ -108,6 +109,7 @@ class RetrievalService:
         rewriter: QueryRewriter,
         reranker: Reranker,
         hyde_model: ChatModel | None = None,
+        cache: RetrievalCache | None = None,
         epochs: EpochReader | None = None,
         executor: ThreadPoolExecutor | None = None,
         parent_budget_tokens: int = DEFAULT_BUDGET_TOKENS,
@@ -118,6 +120,8 @@ class RetrievalService:
         self.rewriter = rewriter
         self.reranker = reranker
         self.hyde_model = hyde_model
+        # Caching needs both: the store, and the epoch that makes its keys current.
+        self.cache = cache if epochs is not None else None
         self.epochs = epochs
         self.executor = executor or channel_pool()
         self.parent_budget_tokens = parent_budget_tokens
@@ -139,12 +143,12 @@ class RetrievalService:
 
         epoch = None
         key = None
-        if request.use_cache and self.epochs is not None:
+        if request.use_cache and self.cache is not None:
             started = time.perf_counter()
             epoch, from_l1 = self.epochs(request.kb_id)
             run.events.append(CacheEvent("epoch", from_l1, "l1" if from_l1 else "l3"))
             key = self._candidates_key(request, facts, epoch)
-            cached = l2.get(key)
+            cached = self.cache.get(key)
             run.events.append(CacheEvent("doc_retrieval", cached is not None, "doc"))
             run.timed("cache_lookup", started)
             if cached is not None:
@@ -183,14 +187,14 @@ class RetrievalService:
         response = self._response(request, facts, run, results=results, variants=tuple(variants),
                                   epoch=epoch, document_filter=filter_kind)
         if key is not None:
-            l2.set(
+            self.cache.set(
                 key,
                 {
                     "results": [r.as_dict() for r in results],
                     "variants": list(variants),
                     "document_filter": filter_kind,
                 },
-                ttl=l2.candidates_ttl(),
+                ttl=self.cache.candidates_ttl,
             )
         return response
 
@@ -335,15 +339,15 @@ class RetrievalService:
         return job
 
     def _query_vector(self, text: str, run: _Run, *, use_cache: bool) -> list[float]:
+        if not use_cache or self.cache is None:
+            return self.embedder.embed_query(text)
         key = l2.embedding_key(model=self.embedder.model, dimension=self.embedder.dimension, text=text)
-        if use_cache:
-            cached = l2.get(key)
-            run.events.append(CacheEvent("query_embedding", cached is not None, "embedding"))
-            if cached is not None:
-                return cached
+        cached = self.cache.get(key)
+        run.events.append(CacheEvent("query_embedding", cached is not None, "embedding"))
+        if cached is not None:
+            return cached
         vector = self.embedder.embed_query(text)
-        if use_cache:
-            l2.set(key, list(vector), ttl=l2.embedding_ttl())
+        self.cache.set(key, list(vector), ttl=self.cache.embedding_ttl)
         return vector
 
     def _rerank(self, request, fused: list[FusedHit], rows: dict[int, ChunkRow], run: _Run):
@@ -452,7 +456,7 @@ class RetrievalService:
             channel_errors=tuple(run.errors),
             degradations=tuple(run.degradations),
             cache=CacheSummary(
-                enabled=request.use_cache and self.epochs is not None,
+                enabled=request.use_cache and self.cache is not None,
                 hit_count=hits,
                 miss_count=len(run.events) - hits,
                 events=tuple(run.events),

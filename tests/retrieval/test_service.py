@@ -8,6 +8,7 @@ import time
 import pytest
 from django.core.cache import cache
 
+from retrieval.cache import DjangoRetrievalCache
 from retrieval.contracts import AllChannelsFailed, FactsUnavailable, RetrievalCancelled, RetrievalRequest
 from retrieval.ports import RerankScore, VectorHit
 from retrieval.service import RetrievalService
@@ -40,6 +41,7 @@ def make_service(*, repository=None, store=None, rewriter=None, reranker=None, e
         rewriter=rewriter or FakeRewriter(None),
         reranker=reranker or FakeReranker(),
         hyde_model=hyde_model,
+        cache=DjangoRetrievalCache(),
         epochs=epochs,
     )
 
