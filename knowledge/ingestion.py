@@ -247,10 +247,15 @@ def _caption_images(parsed: ParseResult, drafts) -> dict[str, str]:
         return {}
     captioner = get_captioner()
     captions: dict[str, str] = {}
+    ocr_budget = settings.RAG_MAX_OCR_IMAGES_PER_DOCUMENT
     for image in parsed.images:
         if image.key not in wanted:
             continue
-        ocr_text = image.ocr_text or _ocr_image(image)
+        ocr_text = image.ocr_text
+        if not ocr_text and ocr_budget > 0:
+            # OCR costs seconds per image: bounded per document, the rest keep nearby text.
+            ocr_budget -= 1
+            ocr_text = _ocr_image(image)
         try:
             captions[image.key] = captioner.caption(
                 image_jpeg=image.jpeg, context=image.nearby_text, ocr_text=ocr_text

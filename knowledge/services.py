@@ -457,7 +457,8 @@ def _register_uploads(
         existing = Document.objects.filter(knowledge_base=kb, sha256=item.sha256).first()
         if existing is not None:
             draft.documents.add(existing)
-            if existing.status == DocumentStatus.UPLOADED:
+            # Uploading the same bytes again is how people retry: give a failed one another go.
+            if existing.status in (DocumentStatus.UPLOADED, DocumentStatus.FAILED):
                 queued.append(existing.pk)
             outcomes.append(UploadOutcome(document=existing, duplicate=True))
             continue
@@ -481,9 +482,6 @@ def _register_uploads(
         draft.documents.add(document)
         queued.append(document.pk)
         outcomes.append(UploadOutcome(document=document, duplicate=False))
-    if draft.status == VersionStatus.READY:
-        draft.status = VersionStatus.BUILDING
-        draft.save(update_fields=["status"])
     _queue_ingestion(queued)
     for outcome in outcomes:
         outcome.document.refresh_from_db()

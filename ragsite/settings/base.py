@@ -249,6 +249,7 @@ RAG_MAX_SHEET_ROWS = env.int("RAG_MAX_SHEET_ROWS", default=200_000)
 RAG_PARSE_MAX_MEMBER_BYTES = env.int("RAG_PARSE_MAX_MEMBER_BYTES", default=100 * 1024 * 1024)
 RAG_OCR_ENABLED = env.bool("RAG_OCR_ENABLED", default=True)
 RAG_OCR_SECONDS_PER_PAGE = env.float("RAG_OCR_SECONDS_PER_PAGE", default=20.0)
+RAG_MAX_OCR_IMAGES_PER_DOCUMENT = env.int("RAG_MAX_OCR_IMAGES_PER_DOCUMENT", default=20)
 # A document stuck in PARSING / INDEXING longer than this is re-queued when a worker starts.
 RAG_INGESTION_STALE_SECONDS = env.int("RAG_INGESTION_STALE_SECONDS", default=900)
 

@@ -204,3 +204,15 @@ def test_retry_requires_failed_document(staff_api, kb):
     assert refused.json()["code"] == "document_not_failed"
     assert retried.status_code == 200
     assert retried.json()["status"] == "queued"
+
+
+def test_reuploading_a_failed_document_queues_it_again(staff_api, kb, media_root):
+    # given
+    first = upload(staff_api, kb, SimpleUploadedFile("a.txt", "内容".encode())).json()[0]["document"]
+    Document.objects.filter(pk=first["id"]).update(status=DocumentStatus.FAILED, error_code="embedding_failed")
+    # when
+    again = upload(staff_api, kb, SimpleUploadedFile("a-again.txt", "内容".encode())).json()[0]
+    # then
+    assert again["duplicate"] is True
+    assert again["document"]["status"] == "queued"
+    assert again["document"]["error_code"] == ""
