@@ -8,6 +8,7 @@ as text lines: reliable table detection needs ruling-line analysis we do not att
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -64,6 +65,7 @@ class _Page:
     number: int
     lines: list[_Line] = field(default_factory=list)
     images: list[ParsedImage] = field(default_factory=list)
+    height: float = 0.0
 
 
 @dataclass
@@ -149,7 +151,7 @@ def _parse_open_document(document: pdfium.PdfDocument, *, limits: ParseLimits) -
         except pdfium.PdfiumError as exc:
             raise ParseError("pdf_corrupt", f"PDF 第 {number} 页已损坏，无法读取。") from exc
         try:
-            parsed = _Page(number)
+            parsed = _Page(number, height=page.get_height())
             parsed.lines = _text_lines(page, number)
             scanned = not parsed.lines
             if scanned:
@@ -175,6 +177,7 @@ def _parse_open_document(document: pdfium.PdfDocument, *, limits: ParseLimits) -
     if image_count >= limits.max_images:
         warnings.append(f"图片超过 {limits.max_images} 张，其余图片未提取。")
 
+    _drop_running_lines(pages)
     blocks = _build_blocks(pages)
     if not any(block.kind == "text" and block.text for block in blocks):
         raise ParseError("no_text", _no_text_message(limits))
@@ -367,6 +370,37 @@ def _image_pixels(obj: pdfium.PdfImage) -> Image.Image:
 
 
 # --- Blocks -----------------------------------------------------------------------------------
+
+
+RUNNING_MARGIN = 0.08  # top / bottom share of the page where headers and footers live
+RUNNING_SHARE = 0.5  # on at least this share of the pages
+_DIGITS = re.compile(r"\d+")
+
+
+def _drop_running_lines(pages: list[_Page]) -> None:
+    """Remove running headers and footers (e.g. "手册 · 第 3 页") so they do not land in the
+    middle of chunks: lines near the top or bottom edge whose text, digits ignored, repeats on
+    at least half of the pages."""
+    if len(pages) < 3:
+        return
+
+    def margin_key(line: _Line, page: _Page) -> str | None:
+        if page.height <= 0:
+            return None
+        near_edge = line.y1 <= page.height * RUNNING_MARGIN or line.y0 >= page.height * (1 - RUNNING_MARGIN)
+        return _DIGITS.sub("#", "".join(line.text.split())) if near_edge else None
+
+    pages_with: dict[str, set[int]] = {}
+    for page in pages:
+        for line in page.lines:
+            key = margin_key(line, page)
+            if key:
+                pages_with.setdefault(key, set()).add(page.number)
+    running = {key for key, numbers in pages_with.items() if len(numbers) >= RUNNING_SHARE * len(pages)}
+    if not running:
+        return
+    for page in pages:
+        page.lines = [line for line in page.lines if margin_key(line, page) not in running]
 
 
 def _build_blocks(pages: list[_Page]) -> list[Block]:

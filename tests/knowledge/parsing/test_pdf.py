@@ -248,3 +248,17 @@ def test_numbered_headings_when_all_text_has_one_size(no_ocr):
         ("第一节 适用范围", 2),
         ("本制度适用于全体员工。", 0),
     ]
+
+
+def test_running_headers_and_footers_are_dropped(limits):
+    # given: three pages with a footer "用户手册 · 第 N 页" at the bottom and a body line each
+    pages = [
+        [PdfText(f"第{n}章正文内容，介绍产品的使用方法。", 72, 700), PdfText(f"用户手册 第 {n} 页", 250, 20, size=9)]
+        for n in (1, 2, 3)
+    ]
+    # when
+    result = parse(build_pdf(pages), limits)
+    # then
+    text = "\n".join(block.text for block in result.blocks)
+    assert "正文内容" in text
+    assert "用户手册" not in text
