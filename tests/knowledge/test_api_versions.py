@@ -83,3 +83,11 @@ def test_errors_are_chinese_by_default_and_english_on_request(staff_api, kb):
     assert chinese.json()["code"] == english.json()["code"] == "version_not_ready"
     assert "只有就绪版本" in chinese.json()["detail"]
     assert "ready" in english.json()["detail"].lower() and "只有" not in english.json()["detail"]
+
+
+def test_api_docs_load_without_a_cdn(anonymous_api):
+    response = anonymous_api.get("/api/docs/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "cdn.jsdelivr.net" not in html and "unpkg.com" not in html
+    assert "/static/drf_spectacular_sidecar/" in html
