@@ -242,7 +242,7 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
             else:
                 messages.success(request, _("%(v)s 已就绪。") % {"v": version})
 
-    @admin.action(description=gettext_lazy("退役所选版本"))
+    @admin.action(description=gettext_lazy("退役所选版本（只属于这些版本的文档会被彻底删除）"))
     def retire(self, request, queryset):
         for version in queryset:
             try:
