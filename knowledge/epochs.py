@@ -12,6 +12,7 @@ import threading
 import time
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F
 
 from .models import CacheNamespace
@@ -65,7 +66,12 @@ def current_epoch(*, kb_id: int) -> tuple[int, bool]:
 
 
 def bump_epoch(*, kb_id: int) -> int:
-    """Advance the knowledge base's epoch inside the caller's transaction; returns the new value."""
+    """Advance the knowledge base's epoch inside the caller's transaction; returns the new value.
+
+    This process's L1 is cleared once the transaction commits (never before: a reader must not
+    re-cache the old epoch from a row that is about to change). Other processes follow within
+    the L1 TTL.
+    """
     scope = scope_for_kb(kb_id)
     namespace, created = CacheNamespace.objects.select_for_update().get_or_create(
         scope=scope, defaults={"knowledge_base_id": kb_id, "cache_epoch": 2}
@@ -73,4 +79,5 @@ def bump_epoch(*, kb_id: int) -> int:
     if not created:
         CacheNamespace.objects.filter(pk=namespace.pk).update(cache_epoch=F("cache_epoch") + 1)
         namespace.refresh_from_db(fields=["cache_epoch"])
+    transaction.on_commit(l1_epochs.clear)
     return namespace.cache_epoch

@@ -45,16 +45,6 @@ def ready_document_ids_of_active_version(
     )
 
 
-def draft_version(*, kb: KnowledgeBase) -> KnowledgeBaseVersion | None:
-    return KnowledgeBaseVersion.objects.filter(
-        knowledge_base=kb, status=VersionStatus.BUILDING
-    ).first()
-
-
-def version_documents(*, version: KnowledgeBaseVersion) -> QuerySet[Document]:
-    return version.documents.order_by("pk")
-
-
 def unready_documents(*, version: KnowledgeBaseVersion) -> QuerySet[Document]:
     return version.documents.exclude(status=DocumentStatus.READY).order_by("pk")
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, Group
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -34,6 +35,7 @@ from .models import (
     VersionStatus,
     Visibility,
 )
+from .selectors import previous_active_version, retained_versions_holding, unready_documents
 from .sniffing import FileRejected, SniffResult, sniff
 
 Actor = AbstractBaseUser | None
@@ -71,7 +73,7 @@ def create_knowledge_base(
         embedding_dimension=settings.RAG_EMBEDDING_DIMENSION,
         created_by=_user_or_none(actor),
     )
-    kb.full_clean()
+    _validate_model(kb)
     kb.save()
     if allowed_groups:
         kb.allowed_groups.set(allowed_groups)
@@ -98,14 +100,13 @@ def update_knowledge_base(
     ):
         if value is not None:
             setattr(kb, attribute, value)
-    kb.full_clean()
+    _validate_model(kb)
     kb.save()
     if allowed_groups is not None:
         kb.allowed_groups.set(allowed_groups)
     if visibility is not None or allowed_groups is not None:
         # Cached candidates are keyed by visibility scope; make sure none outlives a change.
         epochs.bump_epoch(kb_id=kb.pk)
-        transaction.on_commit(epochs.l1_epochs.clear)
     return kb
 
 
@@ -178,17 +179,9 @@ def mark_version_ready(*, version: KnowledgeBaseVersion) -> KnowledgeBaseVersion
             _("版本 v%(n)s 当前状态为「%(s)s」，只有构建中的版本可以标记为就绪。")
             % {"n": version.number, "s": version.get_status_display()}
         )
-    if not version.documents.exists():
-        raise InvalidTransition(_("版本中没有文档，不能标记为就绪。"), code="version_empty")
-    pending = list(
-        version.documents.exclude(status=DocumentStatus.READY).values_list("title", "status")
-    )
-    if pending:
-        names = "、".join(f"{title}（{DocumentStatus(status).label}）" for title, status in pending[:5])
-        raise InvalidTransition(
-            _("还有 %(count)d 个文档未就绪：%(names)s") % {"count": len(pending), "names": names},
-            code="documents_not_ready",
-        )
+    problem = _readiness_problem(version)
+    if problem is not None:
+        raise problem
     version.status = VersionStatus.READY
     version.ready_at = timezone.now()
     version.save(update_fields=["status", "ready_at"])
@@ -200,14 +193,26 @@ def mark_version_ready(*, version: KnowledgeBaseVersion) -> KnowledgeBaseVersion
     return version
 
 
+def _readiness_problem(version: KnowledgeBaseVersion) -> InvalidTransition | None:
+    """Why the version cannot become READY yet, or None when it can."""
+    if not version.documents.exists():
+        return InvalidTransition(_("版本中没有文档，不能标记为就绪。"), code="version_empty")
+    pending = list(unready_documents(version=version).values_list("title", "status"))
+    if pending:
+        names = "、".join(f"{title}（{DocumentStatus(status).label}）" for title, status in pending[:5])
+        return InvalidTransition(
+            _("还有 %(count)d 个文档未就绪：%(names)s") % {"count": len(pending), "names": names},
+            code="documents_not_ready",
+        )
+    return None
+
+
 def refresh_version_readiness(*, version_ids: Sequence[int]) -> None:
     """Promote drafts whose documents are now all READY (called when ingestion finishes)."""
     for version in KnowledgeBaseVersion.objects.filter(
         pk__in=version_ids, status=VersionStatus.BUILDING
     ):
-        if version.documents.exists() and not version.documents.exclude(
-            status=DocumentStatus.READY
-        ).exists():
+        if _readiness_problem(version) is None:
             mark_version_ready(version=version)
 
 
@@ -231,8 +236,6 @@ def rollback_version(
     if current is None:
         raise InvalidTransition(_("知识库还没有生效版本，无法回滚。"), code="no_active_version")
     if to_version is None:
-        from .selectors import previous_active_version
-
         to_version = previous_active_version(kb=kb)
         if to_version is None:
             raise InvalidTransition(
@@ -289,7 +292,6 @@ def _switch_active_version(
         reason=reason,
         cache_epoch=epoch,
     )
-    transaction.on_commit(epochs.l1_epochs.clear)
     events.publish_kb_event(
         kb_id=kb.pk,
         event="activation",
@@ -553,23 +555,14 @@ def delete_document(*, document: Document, actor: Actor) -> DeletionOutcome:
         draft.documents.remove(document)
     purged = _purge_if_unreachable(document)
     retained = () if purged else tuple(
-        document.versions.exclude(status=VersionStatus.RETIRED).values_list("number", flat=True)
+        retained_versions_holding(document=document).values_list("number", flat=True)
     )
     return DeletionOutcome(removed_from_draft=in_draft, purged=purged, retained_by=retained)
 
 
-@transaction.atomic
-def remove_document_from_draft(*, version: KnowledgeBaseVersion, document: Document) -> None:
-    version = KnowledgeBaseVersion.objects.select_for_update().get(pk=version.pk)
-    if version.status != VersionStatus.BUILDING:
-        raise InvalidTransition(_("只能修改构建中的草稿版本。"), code="version_not_draft")
-    version.documents.remove(document)
-    _purge_if_unreachable(document)
-
-
 def _purge_if_unreachable(document: Document) -> bool:
     """Delete a document no retained version holds: rows now, files and vectors after commit."""
-    if document.versions.exclude(status=VersionStatus.RETIRED).exists():
+    if retained_versions_holding(document=document).exists():
         return False
     from .cleanup import schedule_purge
 
@@ -636,7 +629,6 @@ def _clean_similar_questions(values: Sequence[str], question: str) -> list[str]:
 
 def _faq_changed(*, kb_id: int, faq_ids: Sequence[int]) -> None:
     epochs.bump_epoch(kb_id=kb_id)
-    transaction.on_commit(epochs.l1_epochs.clear)
     from .faq_index import schedule_faq_reindex
 
     schedule_faq_reindex(kb_id=kb_id, faq_ids=list(faq_ids))
@@ -644,9 +636,20 @@ def _faq_changed(*, kb_id: int, faq_ids: Sequence[int]) -> None:
 
 @transaction.atomic
 def invalidate_cache(*, kb: KnowledgeBase, actor: Actor) -> int:
-    epoch = epochs.bump_epoch(kb_id=kb.pk)
-    transaction.on_commit(epochs.l1_epochs.clear)
-    return epoch
+    return epochs.bump_epoch(kb_id=kb.pk)
+
+
+def _validate_model(instance) -> None:
+    """Model validation as a coded domain error (callers outside forms and serializers, such as
+    management commands, would otherwise see Django's ValidationError as a crash)."""
+    try:
+        instance.full_clean()
+    except DjangoValidationError as exc:
+        messages = "; ".join(
+            f"{field}: {' '.join(errors)}" if field != "__all__" else " ".join(errors)
+            for field, errors in exc.message_dict.items()
+        )
+        raise ValidationFailed(messages, code="invalid_request", errors=exc.message_dict) from exc
 
 
 def _user_or_none(actor: Actor):

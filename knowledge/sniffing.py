@@ -7,7 +7,6 @@ refused rather than parsed as something else.
 
 from __future__ import annotations
 
-import io
 import zipfile
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -194,7 +193,3 @@ def _text_encoding(head: bytes) -> str | None:
 def _looks_like_html(head: bytes, encoding: str) -> bool:
     text = head[:2048].decode(encoding, errors="ignore").lstrip().lower()
     return text.startswith("<!doctype html") or text.startswith("<html")
-
-
-def sniff_bytes(data: bytes, *, filename: str) -> SniffResult:
-    return sniff(io.BytesIO(data), filename=filename)

@@ -30,6 +30,16 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
+def fresh_epoch_cache():
+    """The in-process epoch cache outlives a test; ids are reused across tests."""
+    from knowledge.epochs import l1_epochs
+
+    l1_epochs.clear()
+    yield
+    l1_epochs.clear()
+
+
+@pytest.fixture(autouse=True)
 def default_language():
     """LocaleMiddleware activates a request's language on the thread and leaves it there."""
     from django.conf import settings

@@ -78,3 +78,10 @@ def test_ingest_unknown_kb_without_create(tmp_path, milvus):
 def test_ingest_missing_path(milvus):
     with pytest.raises(CommandError, match="找不到路径"):
         call_command("ingest", "/nonexistent/file.md", "--kb", "x", "--create")
+
+
+def test_ingest_create_with_an_invalid_slug_is_a_clear_error(tmp_path, milvus):
+    (tmp_path / "a.md").write_text("# A", encoding="utf-8")
+    with pytest.raises(CommandError, match="slug"):
+        call_command("ingest", str(tmp_path), "--kb", "Not A Slug", "--create")
+    assert not KnowledgeBase.objects.exists()

@@ -247,3 +247,15 @@ def test_ready_facts_are_the_active_versions_ready_documents(kb, staff_user):
 
 def test_no_active_version_means_no_facts(kb_with_ready_version):
     assert ready_document_ids_of_active_version(kb_id=kb_with_ready_version.pk) == []
+
+
+def test_activation_clears_the_in_process_epoch_cache_after_commit(kb_with_ready_version, staff_user, django_capture_on_commit_callbacks):
+    # given: the epoch is cached in L1
+    kb = kb_with_ready_version
+    first, _ = epochs.current_epoch(kb_id=kb.pk)
+    assert epochs.current_epoch(kb_id=kb.pk) == (first, True)
+    # when
+    with django_capture_on_commit_callbacks(execute=True):
+        services.activate_version(version=kb.versions.get(), actor=staff_user)
+    # then: the next read goes to the database and sees the new epoch
+    assert epochs.current_epoch(kb_id=kb.pk) == (first + 1, False)
