@@ -206,6 +206,14 @@ class FactsUnavailable(RetrievalError):
     http_status = 503
 
 
+class RetrievalMisconfigured(RetrievalError):
+    """The deployment cannot serve this knowledge base (e.g. its embedding model is not offered
+    by the configured provider, or the vector store setting is invalid)."""
+
+    code = "retrieval_misconfigured"
+    http_status = 503
+
+
 class AllChannelsFailed(RetrievalError):
     code = "retrieval_unavailable"
     http_status = 503

@@ -7,11 +7,13 @@ import logging
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from knowledge.access import access_knowledge_base
 from knowledge.epochs import current_epoch
 from knowledge.models import KnowledgeBase
 
 from .ports import ProviderUnavailable, RerankScore
 from .cache import DjangoRetrievalCache
+from .contracts import RetrievalMisconfigured, RetrievalRequest, RetrievalResponse
 from .repository import DjangoRepository
 from .service import RetrievalService
 
@@ -45,6 +47,23 @@ def _optional(build, name: str):
 
 
 def build_retrieval_service(kb: KnowledgeBase) -> RetrievalService:
+    try:
+        return _build(kb)
+    except ImproperlyConfigured as exc:
+        logger.error("retrieval for knowledge base %s is misconfigured: %s", kb.slug, exc)
+        raise RetrievalMisconfigured(
+            "该知识库的检索服务配置不可用（向量模型或向量库设置与部署不一致），请联系管理员。"
+        ) from exc
+
+
+def retrieve_for_user(*, user, knowledge_base_id: str, question: str, **options) -> RetrievalResponse:
+    """The permission-checked entry point of the API and the admin hit test."""
+    kb = access_knowledge_base(user=user, kb_id=knowledge_base_id)
+    request = RetrievalRequest(kb_id=kb.pk, question=question, **options)
+    return build_retrieval_service(kb).retrieve(request)
+
+
+def _build(kb: KnowledgeBase) -> RetrievalService:
     from .milvus_store import get_vector_store
     from .providers import get_chat_model, get_embedder, get_reranker, get_rewriter
 

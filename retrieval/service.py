@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
@@ -380,6 +380,9 @@ class RetrievalService:
 
     @staticmethod
     def _cut(request, ranked, run: _Run):
+        if request.dynamic_top_k and not request.enable_rerank:
+            # Cliffs are only meaningful on comparable rerank scores (seed 002 §6).
+            run.notes.append("dynamic_top_k_needs_rerank")
         if request.dynamic_top_k and request.enable_rerank:
             scores = [r for _, _, r in ranked if r is not None]
             keep = cut_at_cliff(scores, max_k=request.top_k) if scores else request.top_k
@@ -489,6 +492,3 @@ def _channel_message(name: str) -> str:
         "sparse": "关键词检索通道失败，已使用其他通道的结果。",
     }.get(kind, "检索通道失败。")
 
-
-def request_with(request: RetrievalRequest, **changes) -> RetrievalRequest:
-    return replace(request, **changes)

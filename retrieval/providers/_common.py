@@ -1,7 +1,8 @@
 """Pieces shared by the remote adapters (`dashscope.py`, `openai_compat.py`).
 
-Retry policy, request budgets and response validation live here once, so both providers fail
-the same way for the same reasons and the tests of one cover the rules of the other.
+Connection settings, retry policy, request budgets, response validation and stream relaying live
+here once, so both providers fail the same way for the same reasons and the tests of one cover
+the rules of the other.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import random
 import re
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Generic, TypeVar
 
 from retrieval.ports import (
+    ChatMessage,
     ProviderBadResponse,
     ProviderError,
     ProviderInputTooLarge,
@@ -31,6 +33,7 @@ from retrieval.tokens import count_tokens
 logger = logging.getLogger("retrieval.providers")
 
 T = TypeVar("T")
+C = TypeVar("C")  # a provider's connection
 
 # --- retries ------------------------------------------------------------------------------------
 
@@ -107,6 +110,84 @@ def status_error(*, provider: str, what: str, status: int, code: object = None) 
 
 def is_retryable_status(status: int) -> bool:
     return status == 429 or status >= 500
+
+
+# --- connection settings ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectionSettings:
+    """Where and how an adapter reaches its provider; one instance can serve all its adapters.
+
+    Which of `api_key` / `base_url` is required depends on the provider: DashScope needs a key
+    and defaults the endpoint, an OpenAI-compatible server needs an endpoint and may have no key.
+    `timeout` None means the adapter's own default (30 s; 60 s for chat and captions). The key
+    never shows in `repr`.
+    """
+
+    api_key: str = field(default="", repr=False)
+    base_url: str = ""
+    timeout: float | None = None
+    max_retries: int = 2
+    retry_base_delay: float = 0.5
+    retry_max_delay: float = 8.0
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_retries=self.max_retries,
+            base_delay=self.retry_base_delay,
+            max_delay=self.retry_max_delay,
+        )
+
+
+class RemoteAdapter(Generic[C]):
+    """Model, display name and live connection of one remote adapter. Subclasses add only what
+    is specific to them (limits, batch sizes) and say how to open their provider's connection.
+    """
+
+    provider: ClassVar[str]
+    default_timeout: ClassVar[float] = 30.0
+
+    def __init__(self, *, model: str, connection: ConnectionSettings) -> None:
+        self.model = model
+        self.name = f"{self.provider}:{model}"
+        timeout = self.default_timeout if connection.timeout is None else connection.timeout
+        self._connection = self._connect(connection, timeout=timeout)
+
+    def _connect(self, settings: ConnectionSettings, *, timeout: float) -> C:
+        raise NotImplementedError
+
+
+# --- chat ---------------------------------------------------------------------------------------
+
+
+def message_dicts(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def relay_deltas(
+    parts: Iterator[tuple[str, bool]], *, close: Callable[[], None], provider: str
+) -> Iterator[str]:
+    """Yield the text of a chat stream given as (delta, finished) parts, one per chunk.
+
+    A stream that ends without any chunk carrying a finish reason is a bad response (the answer
+    was cut off). Errors are not retried once deltas flow: a RetryableError raised by `parts`
+    surfaces as its port error. `close` (the HTTP response) runs however the iteration ends,
+    including when the caller closes this iterator early.
+    """
+    try:
+        finished = False
+        for delta, done in parts:
+            finished = finished or done
+            if delta:
+                yield delta
+        if not finished:
+            raise ProviderBadResponse(f"{provider} chat: stream ended before the answer did")
+    except RetryableError as exc:
+        raise exc.error from None
+    finally:
+        close()
 
 
 # --- embeddings ---------------------------------------------------------------------------------
@@ -266,6 +347,21 @@ REWRITE_SYSTEM_PROMPT = (
 
 def rewrite_user_prompt(question: str) -> str:
     return f"原问题：{question}"
+
+
+def rewrite_messages(
+    question: str, *, max_question_tokens: int, provider: str
+) -> list[dict[str, str]] | None:
+    """The chat messages asking for a rewrite of `question`; None for a blank question (nothing
+    to rewrite). A question over `max_question_tokens` is refused before anything is sent."""
+    if not question.strip():
+        return None
+    if count_tokens(question) > max_question_tokens:
+        raise ProviderInputTooLarge(f"{provider} rewrite: question too long")
+    return [
+        {"role": "system", "content": REWRITE_SYSTEM_PROMPT},
+        {"role": "user", "content": rewrite_user_prompt(question)},
+    ]
 
 
 _NORMALISE_DROP = re.compile(r"[\s\W_]+", re.UNICODE)

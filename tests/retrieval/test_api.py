@@ -233,3 +233,42 @@ def test_hit_test_is_staff_only(client, member_user, published_kb):
     client.force_login(member_user)
     response = client.get(reverse("hit-test", args=[published_kb.pk]))
     assert response.status_code == 302
+
+
+def test_kb_whose_embedding_model_the_deployment_cannot_serve_is_503(member_api, published_kb):
+    # given: the KB was built with a remote model, the deployment runs the local provider
+    from knowledge.models import KnowledgeBase
+
+    KnowledgeBase.objects.filter(pk=published_kb.pk).update(embedding_model="text-embedding-v4", embedding_dimension=1024)
+    # when
+    response = search(member_api, published_kb, "年假")
+    # then
+    assert response.status_code == 503
+    assert response.json()["code"] == "retrieval_misconfigured"
+
+
+def test_asset_bytes_follow_document_visibility(client, member_user, staff_user, milvus, run_tasks, tmp_path):
+    # given: a published PDF with an image, and a draft-only copy of its asset's document
+    from knowledge.demo.build import build_demo_corpus
+    from knowledge.models import DocumentAsset
+
+    manual = next(p for p in build_demo_corpus(tmp_path) if p.name == "product_manual.pdf")
+    kb = make_kb(visibility=Visibility.INTERNAL)
+    services.upload_documents(kb=kb, actor=staff_user, files=[SimpleUploadedFile(manual.name, manual.read_bytes())])
+    asset = DocumentAsset.objects.get()
+    url = f"/api/assets/{asset.pk}"
+    client.force_login(member_user)
+    # when / then: not published yet → hidden from readers, visible to staff
+    assert client.get(url).status_code == 404
+    services.activate_version(version=KnowledgeBaseVersion.objects.get(knowledge_base=kb), actor=staff_user)
+    response = client.get(url)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/jpeg"
+    assert b"".join(response.streaming_content)[:3] == b"\xff\xd8\xff"
+    # and: the row without its bytes is a clean 404, not a crash
+    asset.file.storage.delete(asset.file.name)
+    missing = client.get(url)
+    assert missing.status_code == 404
+    assert missing.json()["code"] == "asset_file_missing"
+    client.logout()
+    assert client.get(url).status_code == 404  # anonymous on an internal KB

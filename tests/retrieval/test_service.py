@@ -313,3 +313,20 @@ def test_cache_hit_is_refiltered_by_current_ready_facts():
     repository.other = {10, 30}
     response = service.retrieve(request(top_k=5))
     assert {r.document_id for r in response.results} <= {20}
+
+
+def test_dynamic_top_k_cuts_at_the_rerank_cliff():
+    # given: rerank scores 1.0, 0.9, 0.8, ... (no cliff) then a reranker with a cliff after two
+    class Cliff(FakeReranker):
+        def rerank(self, query, documents, *, top_n):
+            return [RerankScore(0, 0.95), RerankScore(1, 0.9), RerankScore(2, 0.2), RerankScore(3, 0.18)][: len(documents)]
+
+    response = make_service(reranker=Cliff()).retrieve(request(top_k=4, enable_rerank=True, dynamic_top_k=True))
+    assert len(response.results) == 2
+    assert "dynamic_top_k:2" in response.trace.notes
+
+
+def test_dynamic_top_k_without_rerank_is_noted_not_applied():
+    response = make_service().retrieve(request(top_k=3, dynamic_top_k=True))
+    assert len(response.results) == 3
+    assert "dynamic_top_k_needs_rerank" in response.trace.notes
