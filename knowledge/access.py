@@ -102,7 +102,10 @@ def access_asset(*, user: User | None, asset_id: int):
 
 def access_faq(*, user: User | None, kb_id: str, faq_id: int, manage: bool = False) -> FAQ:
     kb = access_knowledge_base(user=user, kb_id=kb_id, manage=manage)
-    faq = FAQ.objects.filter(knowledge_base=kb, pk=faq_id).first()
+    faqs = FAQ.objects.filter(knowledge_base=kb, pk=faq_id)
+    if not is_manager(user):
+        faqs = faqs.filter(enabled=True)  # a disabled FAQ is work in progress, like a draft
+    faq = faqs.first()
     if faq is None:
         raise NotFound(_("FAQ %(id)s 不存在。") % {"id": faq_id}, code="faq_not_found")
     return faq

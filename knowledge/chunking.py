@@ -131,19 +131,19 @@ class _Piece:
 
 
 def _pieces(block: Block, budget: int, *, heading: bool = False) -> list[_Piece]:
-    parts: list[str] = []
+    parts: list[tuple[str, int]] = []
     for sentence in _merge_short(_split(block.text.strip(), _SENTENCE_END)):
         parts.extend(_fit(sentence, budget))
     # The newline joining a block to the previous one costs a token too.
     return [
         _Piece(
             text=part,
-            tokens=count_tokens(part) + (1 if index == 0 else 0),
+            tokens=tokens + (1 if index == 0 else 0),
             source=block,
             joiner="\n" if index == 0 else "",
             heading=heading,
         )
-        for index, part in enumerate(parts)
+        for index, (part, tokens) in enumerate(parts)
     ]
 
 
@@ -177,16 +177,19 @@ def _merge_short(parts: list[str]) -> list[str]:
     return merged
 
 
-def _fit(sentence: str, budget: int) -> list[str]:
-    """A sentence within budget stays whole; a longer one is cut at line breaks, then by tokens."""
-    if count_tokens(sentence) <= budget:
-        return [sentence]
-    out: list[str] = []
+def _fit(sentence: str, budget: int) -> list[tuple[str, int]]:
+    """A sentence within budget stays whole; a longer one is cut at line breaks, then by tokens.
+    Each part comes with its token count, so no text is tokenized twice."""
+    tokens = count_tokens(sentence)
+    if tokens <= budget:
+        return [(sentence, tokens)]
+    out: list[tuple[str, int]] = []
     for line in _split(sentence, _LINE_END):
-        if count_tokens(line) <= budget:
-            out.append(line)
+        tokens = count_tokens(line)
+        if tokens <= budget:
+            out.append((line, tokens))
         else:
-            out.extend(_split_by_tokens(line, budget))
+            out.extend((part, count_tokens(part)) for part in _split_by_tokens(line, budget))
     return out
 
 
@@ -379,7 +382,6 @@ class _Chunker:
             content_type="table",
             content=content,
             sources=[block],
-            own_tokens=count_tokens(content),
             locator=locator,
         )
 
@@ -392,7 +394,6 @@ class _Chunker:
                 content_type="image",
                 content=content,
                 sources=[block],
-                own_tokens=count_tokens(content),
                 image_keys=block.image_keys,
             )
         self.pending_images = []
@@ -416,12 +417,17 @@ class _Chunker:
         content_type: str,
         content: str,
         sources: list[Block],
-        own_tokens: int,
+        own_tokens: int | None = None,
         locator: dict | None = None,
         line_ends: bool = False,
         image_keys: tuple[str, ...] = (),
     ) -> int:
+        """Append a chunk; `own_tokens` (what counts towards the Parent's size, i.e. without the
+        overlap carried from the previous chunk) defaults to the content's token count."""
         assert self.section is not None
+        token_count = count_tokens(content)
+        if own_tokens is None:
+            own_tokens = token_count
         if self.max_parent and self.part_tokens and self.part_tokens + own_tokens > self.max_parent:
             self.part += 1
             self.part_tokens = 0
@@ -436,7 +442,7 @@ class _Chunker:
                 bboxes=_bboxes(sources),
                 content_type=content_type,
                 content=content,
-                token_count=count_tokens(content),
+                token_count=token_count,
                 image_keys=tuple(image_keys),
             )
         )

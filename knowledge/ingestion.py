@@ -58,17 +58,14 @@ class IngestionFailed(Exception):
 
 
 def parse_limits() -> ParseLimits:
-    defaults = ParseLimits()
     return replace(
-        defaults,
+        ParseLimits(),
         ocr_enabled=settings.RAG_OCR_ENABLED,
         ocr_seconds_per_page=settings.RAG_OCR_SECONDS_PER_PAGE,
         max_total_uncompressed=settings.RAG_MAX_ARCHIVE_UNCOMPRESSED_BYTES,
         max_archive_members=settings.RAG_MAX_ARCHIVE_MEMBERS,
-        max_sheet_rows=getattr(settings, "RAG_MAX_SHEET_ROWS", defaults.max_sheet_rows),
-        max_archive_member_bytes=getattr(
-            settings, "RAG_PARSE_MAX_MEMBER_BYTES", defaults.max_archive_member_bytes
-        ),
+        max_sheet_rows=settings.RAG_MAX_SHEET_ROWS,
+        max_archive_member_bytes=settings.RAG_PARSE_MAX_MEMBER_BYTES,
     )
 
 
@@ -245,7 +242,15 @@ def _caption_images(parsed: ParseResult, drafts) -> dict[str, str]:
     wanted = {key for draft in drafts for key in draft.image_keys}
     if not wanted:
         return {}
-    captioner = get_captioner()
+    try:
+        captioner = get_captioner()
+    except ImproperlyConfigured as exc:
+        # No vision model configured: describe images offline (OCR + nearby text) rather than
+        # failing every document that contains a picture.
+        logger.warning("captioner not configured, using the local one: %s", exc)
+        from retrieval.providers.local import LocalCaptioner
+
+        captioner = LocalCaptioner()
     captions: dict[str, str] = {}
     ocr_budget = settings.RAG_MAX_OCR_IMAGES_PER_DOCUMENT
     for image in parsed.images:
@@ -269,11 +274,11 @@ def _caption_images(parsed: ParseResult, drafts) -> dict[str, str]:
 
 
 def _ocr_image(image: ParsedImage) -> str:
-    if not getattr(settings, "RAG_OCR_ENABLED", True):
+    if not settings.RAG_OCR_ENABLED:
         return ""
     from .parsing.ocr import ocr_image_text
 
-    return ocr_image_text(image.jpeg, seconds=getattr(settings, "RAG_OCR_SECONDS_PER_PAGE", 20.0))
+    return ocr_image_text(image.jpeg, seconds=settings.RAG_OCR_SECONDS_PER_PAGE)
 
 
 def _image_chunk_content(draft, captions: dict[str, str]) -> str:

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from django.utils.translation import gettext as _
 
-from ragsite.errors import Forbidden, NotFound, ValidationFailed
+from ragsite.errors import Forbidden, ValidationFailed
 
 from .. import services
 from ..access import (
@@ -219,10 +219,7 @@ class FAQListView(APIView):
 class FAQDetailView(APIView):
     @extend_schema(responses=FAQOutput)
     def get(self, request: Request, kb_id: str, faq_id: int) -> Response:
-        faq = access_faq(user=request.user, kb_id=kb_id, faq_id=faq_id)
-        if not faq.enabled and not is_manager(request.user):
-            raise NotFound(_("FAQ %(id)s 不存在。") % {"id": faq_id}, code="faq_not_found")
-        return Response(FAQOutput(faq).data)
+        return Response(FAQOutput(access_faq(user=request.user, kb_id=kb_id, faq_id=faq_id)).data)
 
     @extend_schema(request=FAQInput, responses=FAQOutput)
     def put(self, request: Request, kb_id: str, faq_id: int) -> Response:
@@ -233,11 +230,12 @@ class FAQDetailView(APIView):
     @extend_schema(request=FAQInput, responses=FAQOutput)
     def patch(self, request: Request, kb_id: str, faq_id: int) -> Response:
         faq = access_faq(user=request.user, kb_id=kb_id, faq_id=faq_id, manage=True)
+        changes = _validated(FAQInput, request.data, partial=True)
         current = {
             "question": faq.question, "similar_questions": faq.similar_questions,
             "answer": faq.answer, "source_tag": faq.source_tag, "enabled": faq.enabled,
         }
-        data = _validated(FAQInput, {**current, **request.data})
+        data = {**current, **changes}
         return Response(FAQOutput(services.save_faq(kb=faq.knowledge_base, faq=faq, actor=request.user, **data)).data)
 
     @extend_schema(responses={204: None})

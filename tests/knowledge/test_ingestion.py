@@ -278,3 +278,22 @@ def test_retry_after_failure_succeeds(kb, milvus, run_tasks, media_root, setting
     document.refresh_from_db()
     assert document.status == DocumentStatus.READY
     assert document.attempts == 2
+
+
+def test_images_are_captioned_offline_when_no_vision_model_is_configured(kb, milvus, run_tasks, media_root, settings, tmp_path):
+    # given: a remote provider without a vision model; the KB's embeddings are local
+    from knowledge.demo.build import build_demo_corpus
+    from knowledge.models import DocumentAsset
+    from retrieval.providers import clear_provider_cache
+
+    settings.RAG_PROVIDER = "openai"
+    settings.OPENAI_BASE_URL = ""
+    clear_provider_cache()
+    manual = next(p for p in build_demo_corpus(tmp_path) if p.name == "product_manual.pdf")
+    # when
+    document = upload(kb, manual.name, manual.read_bytes())
+    # then
+    document.refresh_from_db()
+    clear_provider_cache()
+    assert document.status == DocumentStatus.READY, document.error_message
+    assert DocumentAsset.objects.get(document=document).caption.startswith("图片")
