@@ -17,6 +17,7 @@ new instances, `clear_provider_cache()` drops them all.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker
+from retrieval.providers._common import ConnectionSettings
 from retrieval.providers.local import (
     LOCAL_EMBEDDING_MODEL,
     ExtractiveChatModel,
@@ -83,36 +85,41 @@ def _provider() -> str:
     return provider
 
 
-def _connection_settings(provider: str) -> dict[str, Any]:
-    common = {
-        "timeout": float(_setting("RAG_PROVIDER_TIMEOUT_SECONDS", 30.0)),
-        "max_retries": int(_setting("RAG_PROVIDER_MAX_RETRIES", 2)),
-        "retry_base_delay": float(_setting("RAG_PROVIDER_RETRY_BASE_DELAY_SECONDS", 0.5)),
-    }
+def _connection_settings(provider: str) -> ConnectionSettings:
+    """One provider's connection, shared by all its adapters."""
     if provider == "dashscope":
         from retrieval.providers.dashscope import DEFAULT_BASE_URL
 
-        return {
-            **common,
-            "api_key": _required("DASHSCOPE_API_KEY"),
-            "base_url": _setting("DASHSCOPE_BASE_URL") or DEFAULT_BASE_URL,
-        }
-    return {
-        **common,
-        "base_url": _required("OPENAI_BASE_URL"),
-        "api_key": _setting("OPENAI_API_KEY") or "",
-    }
+        api_key = _required("DASHSCOPE_API_KEY")
+        base_url = _setting("DASHSCOPE_BASE_URL") or DEFAULT_BASE_URL
+    else:
+        base_url = _required("OPENAI_BASE_URL")
+        api_key = _setting("OPENAI_API_KEY") or ""
+    return ConnectionSettings(
+        api_key=api_key,
+        base_url=base_url,
+        timeout=float(_setting("RAG_PROVIDER_TIMEOUT_SECONDS", 30.0)),
+        max_retries=int(_setting("RAG_PROVIDER_MAX_RETRIES", 2)),
+        retry_base_delay=float(_setting("RAG_PROVIDER_RETRY_BASE_DELAY_SECONDS", 0.5)),
+    )
 
 
-def _key(kind: str, provider: str, model: str, extra: Any, connection: dict[str, Any]) -> tuple:
+def _key(kind: str, provider: str, model: str, extra: Any, connection: ConnectionSettings) -> tuple:
     # The key stands for the configuration; the API key enters only as a digest.
     fingerprint = tuple(
-        sorted(
-            (name, hashlib.sha256(str(value).encode()).hexdigest() if name == "api_key" else value)
-            for name, value in connection.items()
-        )
+        (name, hashlib.sha256(str(value).encode()).hexdigest() if name == "api_key" else value)
+        for name, value in dataclasses.asdict(connection).items()
     )
     return (kind, provider, model, extra, fingerprint)
+
+
+def _remote(kind: str, provider: str, model: str, adapter: Callable[..., T]) -> T:
+    """The cached `adapter(model=..., connection=...)` for the provider's current settings."""
+    connection = _connection_settings(provider)
+    return _cached(
+        _key(kind, provider, model, None, connection),
+        lambda: adapter(model=model, connection=connection),
+    )
 
 
 def _model_setting(name: str, provider: str) -> str:
@@ -144,7 +151,7 @@ def get_embedder(model: str | None = None, dimension: int | None = None) -> Embe
 
         return _cached(
             _key("embedder", provider, model, dimension, connection),
-            lambda: DashScopeEmbedder(model=model, dimension=dimension, **connection),
+            lambda: DashScopeEmbedder(model=model, dimension=dimension, connection=connection),
         )
     from retrieval.providers.openai_compat import OpenAIEmbedder
 
@@ -152,7 +159,7 @@ def get_embedder(model: str | None = None, dimension: int | None = None) -> Embe
     return _cached(
         _key("embedder", provider, model, (dimension, send_dimensions), connection),
         lambda: OpenAIEmbedder(
-            model=model, dimension=dimension, send_dimensions=send_dimensions, **connection
+            model=model, dimension=dimension, send_dimensions=send_dimensions, connection=connection
         ),
     )
 
@@ -161,64 +168,44 @@ def get_reranker() -> Reranker:
     provider = _provider()
     if provider == "local":
         return _cached(("reranker", "local"), LocalLexicalReranker)
-    model = _model_setting("RAG_RERANK_MODEL", provider)
-    connection = _connection_settings(provider)
     if provider == "dashscope":
         from retrieval.providers.dashscope import DashScopeReranker as remote
     else:
         from retrieval.providers.openai_compat import OpenAIReranker as remote
-    return _cached(
-        _key("reranker", provider, model, None, connection),
-        lambda: remote(model=model, **connection),
-    )
+    return _remote("reranker", provider, _model_setting("RAG_RERANK_MODEL", provider), remote)
 
 
 def get_rewriter() -> QueryRewriter:
     provider = _provider()
     if provider == "local":
         return _cached(("rewriter", "local"), IdentityRewriter)
-    model = _model_setting("RAG_REWRITE_MODEL", provider)
-    connection = _connection_settings(provider)
     if provider == "dashscope":
         from retrieval.providers.dashscope import DashScopeRewriter as remote
     else:
         from retrieval.providers.openai_compat import OpenAIRewriter as remote
-    return _cached(
-        _key("rewriter", provider, model, None, connection),
-        lambda: remote(model=model, **connection),
-    )
+    return _remote("rewriter", provider, _model_setting("RAG_REWRITE_MODEL", provider), remote)
 
 
 def get_chat_model() -> ChatModel:
     provider = _provider()
     if provider == "local":
         return _cached(("chat", "local"), ExtractiveChatModel)
-    model = _model_setting("RAG_CHAT_MODEL", provider)
-    connection = _connection_settings(provider)
     if provider == "dashscope":
         from retrieval.providers.dashscope import DashScopeChatModel as remote
     else:
         from retrieval.providers.openai_compat import OpenAIChatModel as remote
-    return _cached(
-        _key("chat", provider, model, None, connection),
-        lambda: remote(model=model, **connection),
-    )
+    return _remote("chat", provider, _model_setting("RAG_CHAT_MODEL", provider), remote)
 
 
 def get_captioner() -> Captioner:
     provider = _provider()
     if provider == "local":
         return _cached(("captioner", "local"), LocalCaptioner)
-    model = _model_setting("RAG_VISION_MODEL", provider)
-    connection = _connection_settings(provider)
     if provider == "dashscope":
         from retrieval.providers.dashscope import DashScopeCaptioner as remote
     else:
         from retrieval.providers.openai_compat import OpenAICaptioner as remote
-    return _cached(
-        _key("captioner", provider, model, None, connection),
-        lambda: remote(model=model, **connection),
-    )
+    return _remote("captioner", provider, _model_setting("RAG_VISION_MODEL", provider), remote)
 
 
 __all__ = [

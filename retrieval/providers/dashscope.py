@@ -25,31 +25,31 @@ from dashscope.common.error import DashScopeException
 from retrieval.ports import (
     ChatMessage,
     ProviderBadResponse,
-    ProviderInputTooLarge,
     ProviderTimeout,
     ProviderUnavailable,
     RerankScore,
 )
 from retrieval.providers._common import (
-    REWRITE_SYSTEM_PROMPT,
+    ConnectionSettings,
+    RemoteAdapter,
     RerankLimits,
     RetryableError,
-    RetryPolicy,
     batches,
     call_with_retries,
     caption_prompt,
     finish_caption,
     is_retryable_status,
     jpeg_data_uri,
+    message_dicts,
     parse_rewrite,
     prepare_embedding_inputs,
+    relay_deltas,
     rerank_prefix_length,
-    rewrite_user_prompt,
+    rewrite_messages,
     status_error,
     validated_rerank,
     validated_vectors,
 )
-from retrieval.tokens import count_tokens
 
 DEFAULT_BASE_URL = "https://dashscope.aliyuncs.com/api/v1"
 PROVIDER = "dashscope"
@@ -81,26 +81,16 @@ _END = object()
 
 
 class _Connection:
-    """Key, endpoint, timeout and retry policy of one adapter, applied to every SDK call."""
+    """Key, endpoint, timeout and retry policy of one adapter, applied to every SDK call.
+    Without a `base_url` the settings mean the public Model Studio endpoint."""
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str,
-        timeout: float,
-        max_retries: int,
-        retry_base_delay: float,
-        retry_max_delay: float,
-    ) -> None:
-        if not api_key:
+    def __init__(self, settings: ConnectionSettings, *, timeout: float) -> None:
+        if not settings.api_key:
             raise ValueError("api_key is required")
-        self._api_key = api_key
-        self.base_url = base_url.rstrip("/")
+        self._api_key = settings.api_key
+        self.base_url = (settings.base_url or DEFAULT_BASE_URL).rstrip("/")
         self.timeout = timeout
-        self.retry = RetryPolicy(
-            max_retries=max_retries, base_delay=retry_base_delay, max_delay=retry_max_delay
-        )
+        self.retry = settings.retry
 
     def __repr__(self) -> str:  # never show the key
         return f"<dashscope connection {self.base_url} timeout={self.timeout}>"
@@ -210,14 +200,17 @@ def _stream_delta(response: Any) -> str:
     return content
 
 
-def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
+class _Adapter(RemoteAdapter[_Connection]):
+    provider = PROVIDER
+
+    def _connect(self, settings: ConnectionSettings, *, timeout: float) -> _Connection:
+        return _Connection(settings, timeout=timeout)
 
 
 # --- embeddings ---------------------------------------------------------------------------------
 
 
-class DashScopeEmbedder:
+class DashScopeEmbedder(_Adapter):
     """`TextEmbedding.call` in batches within the model's documented limits.
 
     Texts over the per-text token limit are refused with ProviderInputTooLarge before anything
@@ -231,28 +224,15 @@ class DashScopeEmbedder:
         *,
         model: str = "text-embedding-v4",
         dimension: int = 1024,
-        api_key: str,
-        base_url: str = DEFAULT_BASE_URL,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
+        connection: ConnectionSettings,
         batch_size: int | None = None,
         max_tokens_per_text: int | None = None,
     ) -> None:
+        super().__init__(model=model, connection=connection)
         limit_batch, limit_tokens = _EMBEDDING_LIMITS.get(model, (10, 8192))
-        self.model = model
         self.dimension = dimension
         self.batch_size = min(batch_size or limit_batch, limit_batch)
         self.max_tokens_per_text = min(max_tokens_per_text or limit_tokens, limit_tokens)
-        self._connection = _Connection(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self._embed(texts, text_type="document")
@@ -289,7 +269,7 @@ class DashScopeEmbedder:
 # --- rerank -------------------------------------------------------------------------------------
 
 
-class DashScopeReranker:
+class DashScopeReranker(_Adapter):
     """`TextReRank.call`: one request with the longest prefix of the (fusion-ordered) documents
     that fits the model's limits; documents past the prefix get no score.
 
@@ -301,25 +281,11 @@ class DashScopeReranker:
         self,
         *,
         model: str = "qwen3-rerank",
-        api_key: str,
-        base_url: str = DEFAULT_BASE_URL,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
+        connection: ConnectionSettings,
         limits: RerankLimits | None = None,
     ) -> None:
-        self.model = model
-        self.name = f"{PROVIDER}:{model}"
+        super().__init__(model=model, connection=connection)
         self.limits = limits or RERANK_LIMITS.get(model, _FALLBACK_RERANK_LIMITS)
-        self._connection = _Connection(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
 
     def rerank(self, query: str, documents: Sequence[str], *, top_n: int) -> list[RerankScore]:
         if top_n <= 0 or not documents:
@@ -342,46 +308,30 @@ class DashScopeReranker:
 # --- rewrite ------------------------------------------------------------------------------------
 
 
-class DashScopeRewriter:
+class DashScopeRewriter(_Adapter):
     """`Generation.call` in JSON mode: {"rewrite": "..."}, validated (see `parse_rewrite`)."""
 
     def __init__(
         self,
         *,
         model: str = "qwen-plus",
-        api_key: str,
-        base_url: str = DEFAULT_BASE_URL,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
+        connection: ConnectionSettings,
         max_question_tokens: int = 1000,
     ) -> None:
-        self.model = model
-        self.name = f"{PROVIDER}:{model}"
+        super().__init__(model=model, connection=connection)
         self.max_question_tokens = max_question_tokens
-        self._connection = _Connection(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
 
     def rewrite(self, question: str) -> str | None:
-        if not question.strip():
+        messages = rewrite_messages(
+            question, max_question_tokens=self.max_question_tokens, provider=PROVIDER
+        )
+        if messages is None:
             return None
-        if count_tokens(question) > self.max_question_tokens:
-            raise ProviderInputTooLarge(f"{PROVIDER} rewrite: question too long")
         response = self._connection.call(
             Generation.call,
             what="rewrite",
             model=self.model,
-            messages=[
-                {"role": "system", "content": REWRITE_SYSTEM_PROMPT},
-                {"role": "user", "content": rewrite_user_prompt(question)},
-            ],
+            messages=messages,
             result_format="message",
             response_format={"type": "json_object"},
             temperature=0.1,
@@ -395,38 +345,21 @@ class DashScopeRewriter:
 # --- chat ---------------------------------------------------------------------------------------
 
 
-class DashScopeChatModel:
+class DashScopeChatModel(_Adapter):
     """`Generation.call` with stream=True and incremental_output=True; deltas are yielded as
     they arrive. Nothing is sent before the first `next()`; closing the iterator closes the
     HTTP response. Only the opening of a stream is retried (429/5xx before the first delta).
     """
 
-    def __init__(
-        self,
-        *,
-        model: str = "qwen-plus",
-        api_key: str,
-        base_url: str = DEFAULT_BASE_URL,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
-    ) -> None:
-        self.model = model
-        self.name = f"{PROVIDER}:{model}"
-        self._connection = _Connection(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
+    default_timeout = 60.0
+
+    def __init__(self, *, model: str = "qwen-plus", connection: ConnectionSettings) -> None:
+        super().__init__(model=model, connection=connection)
 
     def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
     ) -> Iterator[str]:
-        return self._stream(_messages(messages), max_tokens=max_tokens, temperature=temperature)
+        return self._stream(message_dicts(messages), max_tokens=max_tokens, temperature=temperature)
 
     def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
@@ -435,7 +368,7 @@ class DashScopeChatModel:
             Generation.call,
             what="chat",
             model=self.model,
-            messages=_messages(messages),
+            messages=message_dicts(messages),
             result_format="message",
             max_tokens=max_tokens,
             temperature=temperature,
@@ -445,32 +378,27 @@ class DashScopeChatModel:
     def _stream(
         self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float
     ) -> Iterator[str]:
-        connection = self._connection
         first, responses = call_with_retries(
             lambda: self._open(messages, max_tokens=max_tokens, temperature=temperature),
-            connection.retry,
+            self._connection.retry,
             what=f"{PROVIDER} chat",
         )
-        try:
-            response = first
-            finished = False
-            while response is not _END:
-                # Errors after the first delta are not retried: the caller already shows text.
-                connection.check(response, what="chat")
-                delta = _stream_delta(response)
-                reason = _dig(response, "output", "choices", 0, "finish_reason")
-                if reason not in (None, "", "null"):
-                    finished = True
-                if delta:
-                    yield delta
-                with connection.transport_errors("chat"):
-                    response = next(responses, _END)
-            if not finished:
-                raise ProviderBadResponse(f"{PROVIDER} chat: stream ended before the answer did")
-        except RetryableError as exc:
-            raise exc.error from None
-        finally:
-            responses.close()
+        yield from relay_deltas(
+            self._parts(first, responses), close=responses.close, provider=PROVIDER
+        )
+
+    def _parts(self, first: Any, responses: Any) -> Iterator[tuple[str, bool]]:
+        """(delta, finished) per response, starting with the one `_open` already read."""
+        connection = self._connection
+        response = first
+        while response is not _END:
+            # Errors after the first delta are not retried: the caller already shows text.
+            connection.check(response, what="chat")
+            delta = _stream_delta(response)
+            reason = _dig(response, "output", "choices", 0, "finish_reason")
+            yield delta, reason not in (None, "", "null")
+            with connection.transport_errors("chat"):
+                response = next(responses, _END)
 
     def _open(
         self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float
@@ -506,31 +434,14 @@ class DashScopeChatModel:
 # --- captions -----------------------------------------------------------------------------------
 
 
-class DashScopeCaptioner:
+class DashScopeCaptioner(_Adapter):
     """`MultiModalConversation.call` with the image inline as a base64 data URI (the SDK sends
     data URIs as they are; only local file paths would be uploaded to OSS)."""
 
-    def __init__(
-        self,
-        *,
-        model: str = "qwen-vl-plus",
-        api_key: str,
-        base_url: str = DEFAULT_BASE_URL,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
-    ) -> None:
-        self.model = model
-        self.name = f"{PROVIDER}:{model}"
-        self._connection = _Connection(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
+    default_timeout = 60.0
+
+    def __init__(self, *, model: str = "qwen-vl-plus", connection: ConnectionSettings) -> None:
+        super().__init__(model=model, connection=connection)
 
     def caption(self, *, image_jpeg: bytes, context: str, ocr_text: str = "") -> str:
         image = jpeg_data_uri(image_jpeg, provider=PROVIDER)

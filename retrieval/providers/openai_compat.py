@@ -20,31 +20,31 @@ import openai
 from retrieval.ports import (
     ChatMessage,
     ProviderBadResponse,
-    ProviderInputTooLarge,
     ProviderTimeout,
     ProviderUnavailable,
     RerankScore,
 )
 from retrieval.providers._common import (
-    REWRITE_SYSTEM_PROMPT,
+    ConnectionSettings,
+    RemoteAdapter,
     RerankLimits,
     RetryableError,
-    RetryPolicy,
     batches,
     call_with_retries,
     caption_prompt,
     finish_caption,
     is_retryable_status,
     jpeg_data_uri,
+    message_dicts,
     parse_rewrite,
     prepare_embedding_inputs,
+    relay_deltas,
     rerank_prefix_length,
-    rewrite_user_prompt,
+    rewrite_messages,
     status_error,
     validated_rerank,
     validated_vectors,
 )
-from retrieval.tokens import count_tokens
 
 PROVIDER = "openai"
 T = TypeVar("T")
@@ -57,26 +57,17 @@ DEFAULT_RERANK_LIMITS = RerankLimits(
 
 
 class _Connection:
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        api_key: str,
-        timeout: float,
-        max_retries: int,
-        retry_base_delay: float,
-        retry_max_delay: float,
-    ) -> None:
-        if not base_url:
+    """An SDK client for one adapter's settings, plus the shared retry policy."""
+
+    def __init__(self, settings: ConnectionSettings, *, timeout: float) -> None:
+        if not settings.base_url:
             raise ValueError("base_url is required")
         self.timeout = timeout
-        self.retry = RetryPolicy(
-            max_retries=max_retries, base_delay=retry_base_delay, max_delay=retry_max_delay
-        )
+        self.retry = settings.retry
         # Servers without authentication still need some bearer value for the SDK.
         self.client = openai.OpenAI(
-            api_key=api_key or "EMPTY",
-            base_url=base_url.rstrip("/"),
+            api_key=settings.api_key or "EMPTY",
+            base_url=settings.base_url.rstrip("/"),
             timeout=timeout,
             max_retries=0,
         )
@@ -135,10 +126,6 @@ def _get(value: Any, *path: str | int) -> Any:
     return value
 
 
-def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
-
-
 def _completion_text(completion: Any, *, what: str) -> str:
     content = _get(completion, "choices", 0, "message", "content")
     if not isinstance(content, str):
@@ -146,10 +133,17 @@ def _completion_text(completion: Any, *, what: str) -> str:
     return content
 
 
+class _Adapter(RemoteAdapter[_Connection]):
+    provider = PROVIDER
+
+    def _connect(self, settings: ConnectionSettings, *, timeout: float) -> _Connection:
+        return _Connection(settings, timeout=timeout)
+
+
 # --- embeddings ---------------------------------------------------------------------------------
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(_Adapter):
     """/embeddings in batches. `dimensions` is sent only with `send_dimensions=True` (models
     with adjustable output size); the returned size is always checked against `dimension`.
     Over-long texts are refused with ProviderInputTooLarge, never truncated."""
@@ -159,29 +153,16 @@ class OpenAIEmbedder:
         *,
         model: str,
         dimension: int,
-        base_url: str,
-        api_key: str = "",
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
+        connection: ConnectionSettings,
         batch_size: int = 32,
         max_tokens_per_text: int = 8192,
         send_dimensions: bool = False,
     ) -> None:
-        self.model = model
+        super().__init__(model=model, connection=connection)
         self.dimension = dimension
         self.batch_size = batch_size
         self.max_tokens_per_text = max_tokens_per_text
         self.send_dimensions = send_dimensions
-        self._connection = _Connection(
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         prepared = prepare_embedding_inputs(
@@ -217,7 +198,7 @@ class OpenAIEmbedder:
 # --- rerank -------------------------------------------------------------------------------------
 
 
-class OpenAIReranker:
+class OpenAIReranker(_Adapter):
     """POST {base_url}/rerank in the Jina/vLLM/Xinference format:
     {"model", "query", "documents", "top_n"} → {"results": [{"index", "relevance_score"}]}.
 
@@ -229,27 +210,13 @@ class OpenAIReranker:
         self,
         *,
         model: str,
-        base_url: str,
-        api_key: str = "",
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
+        connection: ConnectionSettings,
         limits: RerankLimits = DEFAULT_RERANK_LIMITS,
         path: str = "/rerank",
     ) -> None:
-        self.model = model
-        self.name = f"{PROVIDER}:{model}"
+        super().__init__(model=model, connection=connection)
         self.limits = limits
         self.path = path
-        self._connection = _Connection(
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
 
     def rerank(self, query: str, documents: Sequence[str], *, top_n: int) -> list[RerankScore]:
         if top_n <= 0 or not documents:
@@ -273,46 +240,30 @@ class OpenAIReranker:
 # --- rewrite ------------------------------------------------------------------------------------
 
 
-class OpenAIRewriter:
+class OpenAIRewriter(_Adapter):
     """chat.completions in JSON mode: {"rewrite": "..."}, validated (see `parse_rewrite`)."""
 
     def __init__(
         self,
         *,
         model: str,
-        base_url: str,
-        api_key: str = "",
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
+        connection: ConnectionSettings,
         max_question_tokens: int = 1000,
     ) -> None:
-        self.model = model
-        self.name = f"{PROVIDER}:{model}"
+        super().__init__(model=model, connection=connection)
         self.max_question_tokens = max_question_tokens
-        self._connection = _Connection(
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
 
     def rewrite(self, question: str) -> str | None:
-        if not question.strip():
+        messages = rewrite_messages(
+            question, max_question_tokens=self.max_question_tokens, provider=PROVIDER
+        )
+        if messages is None:
             return None
-        if count_tokens(question) > self.max_question_tokens:
-            raise ProviderInputTooLarge(f"{PROVIDER} rewrite: question too long")
         client = self._connection.client
         completion = self._connection.call(
             lambda: client.chat.completions.create(
                 model=self.model,
-                messages=[
-                    {"role": "system", "content": REWRITE_SYSTEM_PROMPT},
-                    {"role": "user", "content": rewrite_user_prompt(question)},
-                ],
+                messages=messages,
                 response_format={"type": "json_object"},
                 temperature=0.1,
                 max_tokens=256,
@@ -327,37 +278,17 @@ class OpenAIRewriter:
 # --- chat ---------------------------------------------------------------------------------------
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(_Adapter):
     """Streaming chat.completions; deltas are yielded as they arrive. Nothing is sent before the
     first `next()`; closing the iterator closes the HTTP response. Only opening the stream is
     retried."""
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str,
-        api_key: str = "",
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
-    ) -> None:
-        self.model = model
-        self.name = f"{PROVIDER}:{model}"
-        self._connection = _Connection(
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
+    default_timeout = 60.0
 
     def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
     ) -> Iterator[str]:
-        return self._stream(_messages(messages), max_tokens=max_tokens, temperature=temperature)
+        return self._stream(message_dicts(messages), max_tokens=max_tokens, temperature=temperature)
 
     def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
@@ -366,7 +297,7 @@ class OpenAIChatModel:
         completion = self._connection.call(
             lambda: client.chat.completions.create(
                 model=self.model,
-                messages=_messages(messages),
+                messages=message_dicts(messages),
                 max_tokens=max_tokens,
                 temperature=temperature,
             ),
@@ -377,10 +308,9 @@ class OpenAIChatModel:
     def _stream(
         self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float
     ) -> Iterator[str]:
-        connection = self._connection
-        client = connection.client
+        client = self._connection.client
         # create() returns once the status line and headers are in: 429/5xx surface here.
-        stream = connection.call(
+        stream = self._connection.call(
             lambda: client.chat.completions.create(
                 model=self.model,
                 messages=messages,
@@ -390,62 +320,35 @@ class OpenAIChatModel:
             ),
             what="chat",
         )
-        try:
-            chunks = iter(stream)
-            finished = False
-            while True:
-                with connection.errors("chat"):
-                    chunk = next(chunks, None)
-                if chunk is None:
-                    break
-                choices = _get(chunk, "choices")
-                if not isinstance(choices, list):
-                    raise ProviderBadResponse(f"{PROVIDER} chat: chunk without choices")
-                if not choices:  # e.g. a final usage-only chunk
-                    continue
-                if _get(choices, 0, "finish_reason"):
-                    finished = True
-                delta = _get(choices, 0, "delta", "content")
-                if delta is not None and not isinstance(delta, str):
-                    raise ProviderBadResponse(f"{PROVIDER} chat: chunk content is not text")
-                if delta:
-                    yield delta
-            if not finished:
-                raise ProviderBadResponse(f"{PROVIDER} chat: stream ended before the answer did")
-        except RetryableError as exc:
-            raise exc.error from None
-        finally:
-            stream.close()
+        yield from relay_deltas(self._parts(stream), close=stream.close, provider=PROVIDER)
+
+    def _parts(self, stream: Any) -> Iterator[tuple[str, bool]]:
+        """(delta, finished) per chunk; chunks without choices (final usage) are skipped."""
+        chunks = iter(stream)
+        while True:
+            with self._connection.errors("chat"):
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
+            choices = _get(chunk, "choices")
+            if not isinstance(choices, list):
+                raise ProviderBadResponse(f"{PROVIDER} chat: chunk without choices")
+            if not choices:  # e.g. a final usage-only chunk
+                continue
+            delta = _get(choices, 0, "delta", "content")
+            if delta is not None and not isinstance(delta, str):
+                raise ProviderBadResponse(f"{PROVIDER} chat: chunk content is not text")
+            yield delta or "", bool(_get(choices, 0, "finish_reason"))
 
 
 # --- captions -----------------------------------------------------------------------------------
 
 
-class OpenAICaptioner:
+class OpenAICaptioner(_Adapter):
     """chat.completions with the image as an `image_url` data URI (vision models on vLLM,
     Ollama, …)."""
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str,
-        api_key: str = "",
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
-    ) -> None:
-        self.model = model
-        self.name = f"{PROVIDER}:{model}"
-        self._connection = _Connection(
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-        )
+    default_timeout = 60.0
 
     def caption(self, *, image_jpeg: bytes, context: str, ocr_text: str = "") -> str:
         image = jpeg_data_uri(image_jpeg, provider=PROVIDER)

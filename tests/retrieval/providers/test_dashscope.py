@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 import socket
-import traceback
+from dataclasses import replace
 
 import pytest
 
 from retrieval.ports import (
-    ChatMessage,
     ProviderBadResponse,
     ProviderError,
     ProviderInputTooLarge,
@@ -36,18 +35,13 @@ from tests.fakes.provider_server import (
     Slow,
     fake_vector,
 )
-from tests.retrieval.providers.conftest import FAKE_API_KEY
-
-QUESTION = [ChatMessage("system", "你是企业知识库助手。"), ChatMessage("user", "年假有几天？")]
-
-
-@pytest.fixture
-def connect(provider_server, fast_retries):
-    return {"api_key": FAKE_API_KEY, "base_url": provider_server.dashscope_base_url, **fast_retries}
-
-
-def assert_secret_free(exc: BaseException) -> None:
-    assert FAKE_API_KEY not in "".join(traceback.format_exception(exc))
+from tests.retrieval.providers.conftest import (
+    FAKE_API_KEY,
+    QUESTION,
+    assert_secret_free,
+    assert_stream_abandoned,
+    fake_connection,
+)
 
 
 def unused_port() -> int:
@@ -56,12 +50,17 @@ def unused_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.fixture
+def connection(provider_server):
+    return fake_connection(provider_server.dashscope_base_url)
+
+
 # --- embeddings ---------------------------------------------------------------------------------
 
 
-def test_embeddings_are_batched_within_ten_texts_and_keep_order(provider_server, connect):
+def test_embeddings_are_batched_within_ten_texts_and_keep_order(provider_server, connection):
     # given
-    embedder = DashScopeEmbedder(model="text-embedding-v4", dimension=1024, **connect)
+    embedder = DashScopeEmbedder(model="text-embedding-v4", dimension=1024, connection=connection)
     texts = [f"第{i}条制度说明" for i in range(23)]
 
     # when
@@ -77,9 +76,9 @@ def test_embeddings_are_batched_within_ten_texts_and_keep_order(provider_server,
     assert all(math.isclose(math.fsum(v * v for v in vec), 1.0) for vec in vectors)
 
 
-def test_query_embedding_asks_for_the_query_side(provider_server, connect):
+def test_query_embedding_asks_for_the_query_side(provider_server, connection):
     # given
-    embedder = DashScopeEmbedder(dimension=512, **connect)
+    embedder = DashScopeEmbedder(dimension=512, connection=connection)
 
     # when
     vector = embedder.embed_query("年假怎么申请")
@@ -90,9 +89,9 @@ def test_query_embedding_asks_for_the_query_side(provider_server, connect):
     assert len(vector) == 512
 
 
-def test_the_key_is_sent_as_bearer_token_per_call(provider_server, connect):
+def test_the_key_is_sent_as_bearer_token_per_call(provider_server, connection):
     # given
-    embedder = DashScopeEmbedder(**connect)
+    embedder = DashScopeEmbedder(connection=connection)
 
     # when
     embedder.embed_query("报销")
@@ -103,10 +102,10 @@ def test_the_key_is_sent_as_bearer_token_per_call(provider_server, connect):
     assert FAKE_API_KEY not in repr(embedder.__dict__)
 
 
-def test_answers_out_of_index_order_are_reordered(provider_server, connect):
+def test_answers_out_of_index_order_are_reordered(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.embeddings", Embeddings(reverse=True))
-    embedder = DashScopeEmbedder(dimension=64, **connect)
+    embedder = DashScopeEmbedder(dimension=64, connection=connection)
 
     # when
     vectors = embedder.embed_documents(["甲", "乙", "丙"])
@@ -126,19 +125,19 @@ def test_answers_out_of_index_order_are_reordered(provider_server, connect):
     ],
     ids=["wrong-dimension", "missing-vector", "duplicate-index", "malformed-json"],
 )
-def test_embedding_answers_breaking_the_contract_are_rejected(provider_server, connect, answer):
+def test_embedding_answers_breaking_the_contract_are_rejected(provider_server, connection, answer):
     # given
     provider_server.enqueue("dashscope.embeddings", answer)
-    embedder = DashScopeEmbedder(dimension=1024, **connect)
+    embedder = DashScopeEmbedder(dimension=1024, connection=connection)
 
     # when / then
     with pytest.raises(ProviderBadResponse):
         embedder.embed_documents(["甲", "乙", "丙"])
 
 
-def test_over_long_text_is_refused_before_anything_is_sent(provider_server, connect):
+def test_over_long_text_is_refused_before_anything_is_sent(provider_server, connection):
     # given
-    embedder = DashScopeEmbedder(**connect)
+    embedder = DashScopeEmbedder(connection=connection)
     too_long = "制度" * 9000
 
     # when
@@ -149,9 +148,9 @@ def test_over_long_text_is_refused_before_anything_is_sent(provider_server, conn
     assert provider_server.requests() == []
 
 
-def test_empty_texts_are_sent_as_a_placeholder(provider_server, connect):
+def test_empty_texts_are_sent_as_a_placeholder(provider_server, connection):
     # given
-    embedder = DashScopeEmbedder(dimension=64, **connect)
+    embedder = DashScopeEmbedder(dimension=64, connection=connection)
 
     # when
     vectors = embedder.embed_documents(["", "  "])
@@ -165,12 +164,12 @@ def test_empty_texts_are_sent_as_a_placeholder(provider_server, connect):
 # --- retries and error mapping ------------------------------------------------------------------
 
 
-def test_429_and_5xx_are_retried_then_succeed(provider_server, connect):
+def test_429_and_5xx_are_retried_then_succeed(provider_server, connection):
     # given
     provider_server.enqueue(
         "dashscope.embeddings", Fail(429, "Throttling.RateQuota"), Fail(503, "ServiceUnavailable")
     )
-    embedder = DashScopeEmbedder(dimension=64, **connect)
+    embedder = DashScopeEmbedder(dimension=64, connection=connection)
 
     # when
     vector = embedder.embed_query("年假")
@@ -180,10 +179,10 @@ def test_429_and_5xx_are_retried_then_succeed(provider_server, connect):
     assert vector == pytest.approx(fake_vector("年假", 64), abs=1e-6)
 
 
-def test_400_is_not_retried(provider_server, connect):
+def test_400_is_not_retried(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.embeddings", Fail(400, "InvalidParameter"))
-    embedder = DashScopeEmbedder(**connect)
+    embedder = DashScopeEmbedder(connection=connection)
 
     # when
     with pytest.raises(ProviderUnavailable) as caught:
@@ -194,10 +193,10 @@ def test_400_is_not_retried(provider_server, connect):
     assert "HTTP 400 InvalidParameter" in str(caught.value)
 
 
-def test_rate_limit_exhaustion_maps_to_rate_limited(provider_server, connect):
+def test_rate_limit_exhaustion_maps_to_rate_limited(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.embeddings", *[Fail(429, "Throttling")] * 3)
-    embedder = DashScopeEmbedder(**connect)
+    embedder = DashScopeEmbedder(connection=connection)
 
     # when
     with pytest.raises(ProviderRateLimited):
@@ -207,10 +206,10 @@ def test_rate_limit_exhaustion_maps_to_rate_limited(provider_server, connect):
     assert len(provider_server.requests()) == 3
 
 
-def test_server_errors_after_retries_map_to_unavailable(provider_server, connect):
+def test_server_errors_after_retries_map_to_unavailable(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.rerank", *[Fail(500)] * 3)
-    reranker = DashScopeReranker(**connect)
+    reranker = DashScopeReranker(connection=connection)
 
     # when / then
     with pytest.raises(ProviderUnavailable):
@@ -218,10 +217,10 @@ def test_server_errors_after_retries_map_to_unavailable(provider_server, connect
     assert len(provider_server.requests()) == 3
 
 
-def test_a_slow_provider_maps_to_timeout_without_retry(provider_server, connect):
+def test_a_slow_provider_maps_to_timeout_without_retry(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.embeddings", Slow(2.0))
-    embedder = DashScopeEmbedder(**{**connect, "timeout": 0.3})
+    embedder = DashScopeEmbedder(connection=replace(connection, timeout=0.3))
 
     # when / then
     with pytest.raises(ProviderTimeout):
@@ -229,10 +228,10 @@ def test_a_slow_provider_maps_to_timeout_without_retry(provider_server, connect)
     assert len(provider_server.requests()) == 1
 
 
-def test_connection_refused_maps_to_unavailable(fast_retries):
+def test_connection_refused_maps_to_unavailable():
     # given
     embedder = DashScopeEmbedder(
-        api_key=FAKE_API_KEY, base_url=f"http://127.0.0.1:{unused_port()}/api/v1", **fast_retries
+        connection=fake_connection(f"http://127.0.0.1:{unused_port()}/api/v1")
     )
 
     # when / then
@@ -241,12 +240,14 @@ def test_connection_refused_maps_to_unavailable(fast_retries):
     assert_secret_free(caught.value)
 
 
-def test_the_key_never_appears_in_errors_even_when_the_provider_echoes_it(provider_server, connect):
+def test_the_key_never_appears_in_errors_even_when_the_provider_echoes_it(
+    provider_server, connection
+):
     # given
     provider_server.enqueue(
         "dashscope.generation", Fail(401, "InvalidApiKey", f"Invalid API-key {FAKE_API_KEY}")
     )
-    rewriter = DashScopeRewriter(**connect)
+    rewriter = DashScopeRewriter(connection=connection)
 
     # when
     with pytest.raises(ProviderError) as caught:
@@ -260,9 +261,9 @@ def test_the_key_never_appears_in_errors_even_when_the_provider_echoes_it(provid
 # --- rerank -------------------------------------------------------------------------------------
 
 
-def test_rerank_sends_one_batch_and_returns_best_first(provider_server, connect):
+def test_rerank_sends_one_batch_and_returns_best_first(provider_server, connection):
     # given
-    reranker = DashScopeReranker(model="qwen3-rerank", **connect)
+    reranker = DashScopeReranker(model="qwen3-rerank", connection=connection)
     documents = ["报销流程说明", "年假天数按工龄计算", "年假申请流程"]
 
     # when
@@ -277,7 +278,7 @@ def test_rerank_sends_one_batch_and_returns_best_first(provider_server, connect)
     assert scores[0].score >= scores[1].score
 
 
-def test_rerank_keeps_the_longest_prefix_within_the_token_budget(provider_server, connect):
+def test_rerank_keeps_the_longest_prefix_within_the_token_budget(provider_server, connection):
     # given
     query = "年假怎么申请"
     documents = [f"第{i}份文档：年假申请需要提前三天在系统中提交。" for i in range(6)]
@@ -285,7 +286,7 @@ def test_rerank_keeps_the_longest_prefix_within_the_token_budget(provider_server
     budget = per_document * 4 + per_document // 2  # four fit, the fifth does not
     reranker = DashScopeReranker(
         limits=RerankLimits(max_documents=500, max_item_tokens=4000, max_request_tokens=budget),
-        **connect,
+        connection=connection,
     )
 
     # when
@@ -298,11 +299,11 @@ def test_rerank_keeps_the_longest_prefix_within_the_token_budget(provider_server
     assert sorted(s.index for s in scores) == [0, 1, 2, 3]
 
 
-def test_rerank_sends_at_most_the_document_limit(provider_server, connect):
+def test_rerank_sends_at_most_the_document_limit(provider_server, connection):
     # given
     reranker = DashScopeReranker(
         limits=RerankLimits(max_documents=3, max_item_tokens=4000, max_request_tokens=120_000),
-        **connect,
+        connection=connection,
     )
 
     # when
@@ -313,9 +314,9 @@ def test_rerank_sends_at_most_the_document_limit(provider_server, connect):
     assert len(request.body["input"]["documents"]) == 3
 
 
-def test_an_over_long_query_is_refused_not_truncated(provider_server, connect):
+def test_an_over_long_query_is_refused_not_truncated(provider_server, connection):
     # given
-    reranker = DashScopeReranker(**connect)
+    reranker = DashScopeReranker(connection=connection)
 
     # when / then
     with pytest.raises(ProviderInputTooLarge):
@@ -334,17 +335,17 @@ def test_an_over_long_query_is_refused_not_truncated(provider_server, connect):
     ],
     ids=["out-of-range", "negative", "duplicate", "empty", "no-score"],
 )
-def test_rerank_answers_breaking_the_contract_are_rejected(provider_server, connect, results):
+def test_rerank_answers_breaking_the_contract_are_rejected(provider_server, connection, results):
     # given
     provider_server.enqueue("dashscope.rerank", RerankResults(results))
-    reranker = DashScopeReranker(**connect)
+    reranker = DashScopeReranker(connection=connection)
 
     # when / then
     with pytest.raises(ProviderBadResponse):
         reranker.rerank("年假", ["年假五天", "病假", "事假"], top_n=3)
 
 
-def test_rerank_orders_by_score_and_cuts_to_top_n(provider_server, connect):
+def test_rerank_orders_by_score_and_cuts_to_top_n(provider_server, connection):
     # given
     provider_server.enqueue(
         "dashscope.rerank",
@@ -356,7 +357,7 @@ def test_rerank_orders_by_score_and_cuts_to_top_n(provider_server, connect):
             ]
         ),
     )
-    reranker = DashScopeReranker(**connect)
+    reranker = DashScopeReranker(connection=connection)
 
     # when
     scores = reranker.rerank("年假", ["甲", "乙", "丙"], top_n=2)
@@ -368,10 +369,10 @@ def test_rerank_orders_by_score_and_cuts_to_top_n(provider_server, connect):
 # --- rewrite ------------------------------------------------------------------------------------
 
 
-def test_rewrite_asks_for_a_json_object_and_returns_the_variant(provider_server, connect):
+def test_rewrite_asks_for_a_json_object_and_returns_the_variant(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.generation", Answer('{"rewrite": "员工的年假天数如何计算"}'))
-    rewriter = DashScopeRewriter(model="qwen-plus", **connect)
+    rewriter = DashScopeRewriter(model="qwen-plus", connection=connection)
 
     # when
     rewrite = rewriter.rewrite("年假咋算")
@@ -397,20 +398,20 @@ def test_rewrite_asks_for_a_json_object_and_returns_the_variant(provider_server,
     ],
     ids=["not-json", "not-object", "no-rewrite-key", "empty", "identical", "too-long"],
 )
-def test_invalid_rewrites_are_bad_responses(provider_server, connect, answer):
+def test_invalid_rewrites_are_bad_responses(provider_server, connection, answer):
     # given
     provider_server.enqueue("dashscope.generation", Answer(answer))
-    rewriter = DashScopeRewriter(**connect)
+    rewriter = DashScopeRewriter(connection=connection)
 
     # when / then
     with pytest.raises(ProviderBadResponse):
         rewriter.rewrite("年假咋算")
 
 
-def test_a_rewrite_that_loses_a_number_or_product_name_is_rejected(provider_server, connect):
+def test_a_rewrite_that_loses_a_number_or_product_name_is_rejected(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.generation", Answer('{"rewrite": "如何导出考勤报表"}'))
-    rewriter = DashScopeRewriter(**connect)
+    rewriter = DashScopeRewriter(connection=connection)
 
     # when / then
     with pytest.raises(ProviderBadResponse):
@@ -420,11 +421,11 @@ def test_a_rewrite_that_loses_a_number_or_product_name_is_rejected(provider_serv
 # --- chat ---------------------------------------------------------------------------------------
 
 
-def test_chat_streams_incremental_deltas_in_order(provider_server, connect):
+def test_chat_streams_incremental_deltas_in_order(provider_server, connection):
     # given
     deltas = ("年假", "按工龄", "计算，", "满一年", "5天。")
     provider_server.enqueue("dashscope.generation", Answer(deltas=deltas))
-    chat = DashScopeChatModel(model="qwen-plus", **connect)
+    chat = DashScopeChatModel(model="qwen-plus", connection=connection)
 
     # when
     received = list(chat.stream(QUESTION, max_tokens=300, temperature=0.3))
@@ -443,9 +444,9 @@ def test_chat_streams_incremental_deltas_in_order(provider_server, connect):
     ]
 
 
-def test_nothing_is_sent_before_the_stream_is_read(provider_server, connect):
+def test_nothing_is_sent_before_the_stream_is_read(provider_server, connection):
     # given
-    chat = DashScopeChatModel(**connect)
+    chat = DashScopeChatModel(connection=connection)
 
     # when
     stream = chat.stream(QUESTION)
@@ -455,29 +456,26 @@ def test_nothing_is_sent_before_the_stream_is_read(provider_server, connect):
     assert provider_server.requests() == []
 
 
-def test_closing_a_stream_early_stops_reading(provider_server, connect):
+def test_closing_a_stream_early_stops_reading(provider_server, connection):
     # given
     provider_server.enqueue(
         "dashscope.generation", Answer(deltas=tuple(f"第{i}段" for i in range(200)), delay=0.01)
     )
-    stream = DashScopeChatModel(**connect).stream(QUESTION)
+    stream = DashScopeChatModel(connection=connection).stream(QUESTION)
 
     # when
     first_two = [next(stream), next(stream)]
     stream.close()
 
     # then
-    log = provider_server.streams[-1]
-    assert log.done.wait(5)
     assert first_two == ["第0段", "第1段"]
-    assert log.aborted
-    assert log.sent < 50
+    assert_stream_abandoned(provider_server)
 
 
-def test_opening_a_stream_is_retried_on_429(provider_server, connect):
+def test_opening_a_stream_is_retried_on_429(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.generation", Fail(429, "Throttling"), Answer("好的。"))
-    chat = DashScopeChatModel(**connect)
+    chat = DashScopeChatModel(connection=connection)
 
     # when
     text = "".join(chat.stream(QUESTION))
@@ -487,7 +485,7 @@ def test_opening_a_stream_is_retried_on_429(provider_server, connect):
     assert len(provider_server.requests()) == 2
 
 
-def test_an_error_mid_stream_is_raised_after_the_deltas_already_sent(provider_server, connect):
+def test_an_error_mid_stream_is_raised_after_the_deltas_already_sent(provider_server, connection):
     # given
     provider_server.enqueue(
         "dashscope.generation", Answer(deltas=("一", "二", "三", "四"), error_after=2)
@@ -496,7 +494,7 @@ def test_an_error_mid_stream_is_raised_after_the_deltas_already_sent(provider_se
 
     # when
     with pytest.raises(ProviderError):
-        for delta in DashScopeChatModel(**connect).stream(QUESTION):
+        for delta in DashScopeChatModel(connection=connection).stream(QUESTION):
             received.append(delta)
 
     # then
@@ -504,21 +502,21 @@ def test_an_error_mid_stream_is_raised_after_the_deltas_already_sent(provider_se
     assert len(provider_server.requests()) == 1
 
 
-def test_a_stream_that_ends_without_finishing_is_a_bad_response(provider_server, connect):
+def test_a_stream_that_ends_without_finishing_is_a_bad_response(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.generation", Answer(deltas=("一", "二"), finish=False))
 
     # when / then
     with pytest.raises(ProviderBadResponse):
-        list(DashScopeChatModel(**connect).stream(QUESTION))
+        list(DashScopeChatModel(connection=connection).stream(QUESTION))
 
 
-def test_complete_returns_the_whole_answer(provider_server, connect):
+def test_complete_returns_the_whole_answer(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.generation", Answer("年假为每年5天。"))
 
     # when
-    text = DashScopeChatModel(**connect).complete(QUESTION)
+    text = DashScopeChatModel(connection=connection).complete(QUESTION)
 
     # then
     assert text == "年假为每年5天。"
@@ -529,10 +527,10 @@ def test_complete_returns_the_whole_answer(provider_server, connect):
 # --- captions -----------------------------------------------------------------------------------
 
 
-def test_caption_sends_the_image_inline_with_context(provider_server, connect):
+def test_caption_sends_the_image_inline_with_context(provider_server, connection):
     # given
     provider_server.enqueue("dashscope.multimodal", Answer("一张报销审批流程图。"))
-    captioner = DashScopeCaptioner(model="qwen-vl-plus", **connect)
+    captioner = DashScopeCaptioner(model="qwen-vl-plus", connection=connection)
 
     # when
     caption = captioner.caption(
@@ -548,9 +546,9 @@ def test_caption_sends_the_image_inline_with_context(provider_server, connect):
     assert "X-DashScope-OssResourceResolve" not in request.headers
 
 
-def test_an_image_over_the_inline_limit_is_refused(provider_server, connect):
+def test_an_image_over_the_inline_limit_is_refused(provider_server, connection):
     # given
-    captioner = DashScopeCaptioner(**connect)
+    captioner = DashScopeCaptioner(connection=connection)
 
     # when / then
     with pytest.raises(ProviderInputTooLarge):

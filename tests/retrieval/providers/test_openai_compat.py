@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import traceback
+from dataclasses import replace
 
 import pytest
 
 from retrieval.ports import (
-    ChatMessage,
     ProviderBadResponse,
     ProviderError,
     ProviderInputTooLarge,
@@ -34,26 +33,26 @@ from tests.fakes.provider_server import (
     Slow,
     fake_vector,
 )
-from tests.retrieval.providers.conftest import FAKE_API_KEY
-
-QUESTION = [ChatMessage("system", "你是企业知识库助手。"), ChatMessage("user", "年假有几天？")]
+from tests.retrieval.providers.conftest import (
+    FAKE_API_KEY,
+    QUESTION,
+    assert_secret_free,
+    assert_stream_abandoned,
+    fake_connection,
+)
 
 
 @pytest.fixture
-def connect(provider_server, fast_retries):
-    return {"api_key": FAKE_API_KEY, "base_url": provider_server.openai_base_url, **fast_retries}
-
-
-def assert_secret_free(exc: BaseException) -> None:
-    assert FAKE_API_KEY not in "".join(traceback.format_exception(exc))
+def connection(provider_server):
+    return fake_connection(provider_server.openai_base_url)
 
 
 # --- embeddings ---------------------------------------------------------------------------------
 
 
-def test_embeddings_are_batched_as_floats_and_keep_order(provider_server, connect):
+def test_embeddings_are_batched_as_floats_and_keep_order(provider_server, connection):
     # given
-    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, batch_size=4, **connect)
+    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, batch_size=4, connection=connection)
     texts = [f"第{i}条制度" for i in range(10)]
 
     # when
@@ -69,10 +68,10 @@ def test_embeddings_are_batched_as_floats_and_keep_order(provider_server, connec
     assert all(math.isclose(math.fsum(v * v for v in vec), 1.0) for vec in vectors)
 
 
-def test_dimensions_are_requested_only_when_asked(provider_server, connect):
+def test_dimensions_are_requested_only_when_asked(provider_server, connection):
     # given
     embedder = OpenAIEmbedder(
-        model="text-embedding-3-small", dimension=256, send_dimensions=True, **connect
+        model="text-embedding-3-small", dimension=256, send_dimensions=True, connection=connection
     )
 
     # when
@@ -94,19 +93,21 @@ def test_dimensions_are_requested_only_when_asked(provider_server, connect):
     ],
     ids=["wrong-dimension", "missing-vector", "duplicate-index", "malformed-json"],
 )
-def test_embedding_answers_breaking_the_contract_are_rejected(provider_server, connect, answer):
+def test_embedding_answers_breaking_the_contract_are_rejected(provider_server, connection, answer):
     # given
     provider_server.enqueue("openai.embeddings", answer)
-    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, **connect)
+    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, connection=connection)
 
     # when / then
     with pytest.raises(ProviderBadResponse):
         embedder.embed_documents(["甲", "乙"])
 
 
-def test_over_long_text_is_refused_before_anything_is_sent(provider_server, connect):
+def test_over_long_text_is_refused_before_anything_is_sent(provider_server, connection):
     # given
-    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, max_tokens_per_text=100, **connect)
+    embedder = OpenAIEmbedder(
+        model="bge-m3", dimension=1536, max_tokens_per_text=100, connection=connection
+    )
 
     # when / then
     with pytest.raises(ProviderInputTooLarge):
@@ -117,10 +118,10 @@ def test_over_long_text_is_refused_before_anything_is_sent(provider_server, conn
 # --- retries and error mapping ------------------------------------------------------------------
 
 
-def test_429_and_5xx_are_retried_then_succeed(provider_server, connect):
+def test_429_and_5xx_are_retried_then_succeed(provider_server, connection):
     # given
     provider_server.enqueue("openai.embeddings", Fail(429), Fail(502))
-    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, **connect)
+    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, connection=connection)
 
     # when
     embedder.embed_query("年假")
@@ -130,10 +131,10 @@ def test_429_and_5xx_are_retried_then_succeed(provider_server, connect):
 
 
 @pytest.mark.parametrize("status", [400, 404, 408, 409, 422])
-def test_4xx_are_not_retried(provider_server, connect, status):
+def test_4xx_are_not_retried(provider_server, connection, status):
     # given
     provider_server.enqueue("openai.embeddings", Fail(status))
-    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, **connect)
+    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, connection=connection)
 
     # when / then
     with pytest.raises(ProviderUnavailable):
@@ -141,10 +142,10 @@ def test_4xx_are_not_retried(provider_server, connect, status):
     assert len(provider_server.requests()) == 1
 
 
-def test_rate_limit_exhaustion_maps_to_rate_limited(provider_server, connect):
+def test_rate_limit_exhaustion_maps_to_rate_limited(provider_server, connection):
     # given
     provider_server.enqueue("openai.chat", *[Fail(429, "rate_limit_exceeded")] * 3)
-    chat = OpenAIChatModel(model="qwen2.5", **connect)
+    chat = OpenAIChatModel(model="qwen2.5", connection=connection)
 
     # when / then
     with pytest.raises(ProviderRateLimited):
@@ -152,10 +153,12 @@ def test_rate_limit_exhaustion_maps_to_rate_limited(provider_server, connect):
     assert len(provider_server.requests()) == 3
 
 
-def test_a_slow_provider_maps_to_timeout_without_retry(provider_server, connect):
+def test_a_slow_provider_maps_to_timeout_without_retry(provider_server, connection):
     # given
     provider_server.enqueue("openai.embeddings", Slow(2.0))
-    embedder = OpenAIEmbedder(model="bge-m3", dimension=1536, **{**connect, "timeout": 0.3})
+    embedder = OpenAIEmbedder(
+        model="bge-m3", dimension=1536, connection=replace(connection, timeout=0.3)
+    )
 
     # when / then
     with pytest.raises(ProviderTimeout):
@@ -163,12 +166,14 @@ def test_a_slow_provider_maps_to_timeout_without_retry(provider_server, connect)
     assert len(provider_server.requests()) == 1
 
 
-def test_the_key_never_appears_in_errors_even_when_the_provider_echoes_it(provider_server, connect):
+def test_the_key_never_appears_in_errors_even_when_the_provider_echoes_it(
+    provider_server, connection
+):
     # given
     provider_server.enqueue(
         "openai.chat", Fail(401, "invalid_api_key", f"Incorrect API key provided: {FAKE_API_KEY}")
     )
-    chat = OpenAIChatModel(model="qwen2.5", **connect)
+    chat = OpenAIChatModel(model="qwen2.5", connection=connection)
 
     # when
     with pytest.raises(ProviderUnavailable) as caught:
@@ -182,9 +187,9 @@ def test_the_key_never_appears_in_errors_even_when_the_provider_echoes_it(provid
 # --- rerank -------------------------------------------------------------------------------------
 
 
-def test_rerank_posts_the_jina_format_to_the_rerank_path(provider_server, connect):
+def test_rerank_posts_the_jina_format_to_the_rerank_path(provider_server, connection):
     # given
-    reranker = OpenAIReranker(model="bge-reranker-v2-m3", **connect)
+    reranker = OpenAIReranker(model="bge-reranker-v2-m3", connection=connection)
     documents = ["报销流程说明", "年假天数按工龄计算", "年假申请流程"]
 
     # when
@@ -202,7 +207,7 @@ def test_rerank_posts_the_jina_format_to_the_rerank_path(provider_server, connec
     assert [s.index for s in scores] == [2, 1]
 
 
-def test_rerank_keeps_the_longest_prefix_within_the_token_budget(provider_server, connect):
+def test_rerank_keeps_the_longest_prefix_within_the_token_budget(provider_server, connection):
     # given
     query = "报销需要哪些票据"
     documents = [f"文档{i}：报销时需提交发票原件和审批单。" for i in range(5)]
@@ -212,7 +217,7 @@ def test_rerank_keeps_the_longest_prefix_within_the_token_budget(provider_server
         limits=RerankLimits(
             max_documents=100, max_item_tokens=4000, max_request_tokens=per_document * 2
         ),
-        **connect,
+        connection=connection,
     )
 
     # when
@@ -224,12 +229,12 @@ def test_rerank_keeps_the_longest_prefix_within_the_token_budget(provider_server
     assert request.body["top_n"] == 2
 
 
-def test_a_query_over_the_budget_is_refused(provider_server, connect):
+def test_a_query_over_the_budget_is_refused(provider_server, connection):
     # given
     reranker = OpenAIReranker(
         model="bge-reranker-v2-m3",
         limits=RerankLimits(max_documents=100, max_item_tokens=10, max_request_tokens=1000),
-        **connect,
+        connection=connection,
     )
 
     # when / then
@@ -248,10 +253,10 @@ def test_a_query_over_the_budget_is_refused(provider_server, connect):
     ],
     ids=["out-of-range", "duplicate", "empty", "non-numeric-score"],
 )
-def test_rerank_answers_breaking_the_contract_are_rejected(provider_server, connect, results):
+def test_rerank_answers_breaking_the_contract_are_rejected(provider_server, connection, results):
     # given
     provider_server.enqueue("openai.rerank", RerankResults(results))
-    reranker = OpenAIReranker(model="bge-reranker-v2-m3", **connect)
+    reranker = OpenAIReranker(model="bge-reranker-v2-m3", connection=connection)
 
     # when / then
     with pytest.raises(ProviderBadResponse):
@@ -261,10 +266,10 @@ def test_rerank_answers_breaking_the_contract_are_rejected(provider_server, conn
 # --- rewrite ------------------------------------------------------------------------------------
 
 
-def test_rewrite_uses_json_mode_and_validates(provider_server, connect):
+def test_rewrite_uses_json_mode_and_validates(provider_server, connection):
     # given
     provider_server.enqueue("openai.chat", Answer('{"rewrite": "员工的年假天数如何计算"}'))
-    rewriter = OpenAIRewriter(model="qwen2.5", **connect)
+    rewriter = OpenAIRewriter(model="qwen2.5", connection=connection)
 
     # when
     rewrite = rewriter.rewrite("年假咋算")
@@ -281,10 +286,10 @@ def test_rewrite_uses_json_mode_and_validates(provider_server, connect):
     ["好的", '{"rewrite": 42}', '{"rewrite": "年假 咋算"}'],
     ids=["not-json", "not-string", "identical"],
 )
-def test_invalid_rewrites_are_bad_responses(provider_server, connect, answer):
+def test_invalid_rewrites_are_bad_responses(provider_server, connection, answer):
     # given
     provider_server.enqueue("openai.chat", Answer(answer))
-    rewriter = OpenAIRewriter(model="qwen2.5", **connect)
+    rewriter = OpenAIRewriter(model="qwen2.5", connection=connection)
 
     # when / then
     with pytest.raises(ProviderBadResponse):
@@ -294,11 +299,11 @@ def test_invalid_rewrites_are_bad_responses(provider_server, connect, answer):
 # --- chat ---------------------------------------------------------------------------------------
 
 
-def test_chat_streams_deltas_in_order(provider_server, connect):
+def test_chat_streams_deltas_in_order(provider_server, connection):
     # given
     deltas = ("年假", "按工龄", "计算。")
     provider_server.enqueue("openai.chat", Answer(deltas=deltas))
-    chat = OpenAIChatModel(model="qwen2.5", **connect)
+    chat = OpenAIChatModel(model="qwen2.5", connection=connection)
 
     # when
     received = list(chat.stream(QUESTION, max_tokens=200, temperature=0.1))
@@ -311,9 +316,9 @@ def test_chat_streams_deltas_in_order(provider_server, connect):
     assert request.body["messages"][1] == {"role": "user", "content": "年假有几天？"}
 
 
-def test_nothing_is_sent_before_the_stream_is_read(provider_server, connect):
+def test_nothing_is_sent_before_the_stream_is_read(provider_server, connection):
     # given
-    chat = OpenAIChatModel(model="qwen2.5", **connect)
+    chat = OpenAIChatModel(model="qwen2.5", connection=connection)
 
     # when
     chat.stream(QUESTION).close()
@@ -322,66 +327,63 @@ def test_nothing_is_sent_before_the_stream_is_read(provider_server, connect):
     assert provider_server.requests() == []
 
 
-def test_closing_a_stream_early_stops_reading(provider_server, connect):
+def test_closing_a_stream_early_stops_reading(provider_server, connection):
     # given
     provider_server.enqueue(
         "openai.chat", Answer(deltas=tuple(f"第{i}段" for i in range(200)), delay=0.01)
     )
-    stream = OpenAIChatModel(model="qwen2.5", **connect).stream(QUESTION)
+    stream = OpenAIChatModel(model="qwen2.5", connection=connection).stream(QUESTION)
 
     # when
     first_two = [next(stream), next(stream)]
     stream.close()
 
     # then
-    log = provider_server.streams[-1]
-    assert log.done.wait(5)
     assert first_two == ["第0段", "第1段"]
-    assert log.aborted
-    assert log.sent < 50
+    assert_stream_abandoned(provider_server)
 
 
-def test_opening_a_stream_is_retried_on_5xx(provider_server, connect):
+def test_opening_a_stream_is_retried_on_5xx(provider_server, connection):
     # given
     provider_server.enqueue("openai.chat", Fail(500), Answer("好的。"))
 
     # when
-    text = "".join(OpenAIChatModel(model="qwen2.5", **connect).stream(QUESTION))
+    text = "".join(OpenAIChatModel(model="qwen2.5", connection=connection).stream(QUESTION))
 
     # then
     assert text == "好的。"
     assert len(provider_server.requests()) == 2
 
 
-def test_an_error_event_mid_stream_is_raised_after_earlier_deltas(provider_server, connect):
+def test_an_error_event_mid_stream_is_raised_after_earlier_deltas(provider_server, connection):
     # given
     provider_server.enqueue("openai.chat", Answer(deltas=("一", "二", "三"), error_after=1))
     received = []
 
     # when
     with pytest.raises(ProviderError):
-        for delta in OpenAIChatModel(model="qwen2.5", **connect).stream(QUESTION):
+        for delta in OpenAIChatModel(model="qwen2.5", connection=connection).stream(QUESTION):
             received.append(delta)
 
     # then
     assert received == ["一"]
 
 
-def test_a_stream_that_ends_without_finishing_is_a_bad_response(provider_server, connect):
+def test_a_stream_that_ends_without_finishing_is_a_bad_response(provider_server, connection):
     # given
     provider_server.enqueue("openai.chat", Answer(deltas=("一", "二"), finish=False))
 
     # when / then
     with pytest.raises(ProviderBadResponse):
-        list(OpenAIChatModel(model="qwen2.5", **connect).stream(QUESTION))
+        list(OpenAIChatModel(model="qwen2.5", connection=connection).stream(QUESTION))
 
 
-def test_complete_returns_the_whole_answer(provider_server, connect):
+def test_complete_returns_the_whole_answer(provider_server, connection):
     # given
     provider_server.enqueue("openai.chat", Answer("年假为每年5天。"))
 
     # when
-    text = OpenAIChatModel(model="qwen2.5", **connect).complete(QUESTION)
+    text = OpenAIChatModel(model="qwen2.5", connection=connection).complete(QUESTION)
 
     # then
     assert text == "年假为每年5天。"
@@ -392,10 +394,10 @@ def test_complete_returns_the_whole_answer(provider_server, connect):
 # --- captions -----------------------------------------------------------------------------------
 
 
-def test_caption_sends_the_image_as_a_data_uri(provider_server, connect):
+def test_caption_sends_the_image_as_a_data_uri(provider_server, connection):
     # given
     provider_server.enqueue("openai.chat", Answer("一张组织架构图。"))
-    captioner = OpenAICaptioner(model="qwen2.5-vl", **connect)
+    captioner = OpenAICaptioner(model="qwen2.5-vl", connection=connection)
 
     # when
     caption = captioner.caption(image_jpeg=b"\xff\xd8\xff\xe0fake", context="公司组织架构")
