@@ -53,8 +53,8 @@ def _parser_for(file_type: str) -> _Parser:
     if file_type == "csv":
         from .spreadsheet import parse_csv
 
-        return lambda data, *, limits, text_encoding, filename: parse_csv(
-            data, limits=limits, text_encoding=text_encoding, filename=filename
+        return lambda data, *, limits, text_encoding, **_: parse_csv(
+            data, limits=limits, text_encoding=text_encoding
         )
     if file_type == "pptx":
         from .pptx import parse_pptx

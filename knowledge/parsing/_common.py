@@ -6,7 +6,9 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from collections.abc import Iterable, Sequence
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from PIL import Image, UnidentifiedImageError
@@ -88,19 +90,50 @@ def check_archive(data: bytes, *, limits: ParseLimits, kind: str) -> None:
         )
 
 
-def corrupt_office_file(kind: str, exc: BaseException) -> ParseError:
-    return ParseError(
-        "corrupt_file",
-        f"{kind} 文件已损坏或格式不正确，无法读取（{type(exc).__name__}）。"
-        "请用 Office 重新保存后再上传。",
-    )
+# What python-docx, python-pptx and openpyxl let escape on a malformed package: broken XML
+# (lxml's XMLSyntaxError and ElementTree's ParseError are SyntaxErrors), a missing part or
+# relationship (KeyError), an out-of-range reference (IndexError), an unexpected element
+# (AttributeError, TypeError, ValueError), no main part at all (openpyxl: OSError) or a damaged
+# member (BadZipFile, zlib.error, EOFError).
+_MALFORMED_PACKAGE: tuple[type[Exception], ...] = (
+    SyntaxError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    TypeError,
+    ValueError,
+    OSError,
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+)
+
+
+@contextmanager
+def reading_office_file(kind: str, *library_errors: type[Exception]) -> Iterator[None]:
+    """Turn a malformed package into `ParseError("corrupt_file")`.
+
+    The libraries parse parts lazily, so a broken slide, sheet or style surfaces while the
+    content is read, not when the file is opened: wrap all reading, not just the open call.
+    """
+    try:
+        yield
+    except (*_MALFORMED_PACKAGE, *library_errors) as exc:
+        raise ParseError(
+            "corrupt_file",
+            f"{kind} 文件已损坏或格式不正确，无法读取（{type(exc).__name__}）。"
+            "请用 Office 重新保存后再上传。",
+        ) from exc
 
 
 # --- Text decoding ----------------------------------------------------------------------------
 
 
 def decode_text(data: bytes, *, hint: str | None) -> str:
-    """Decode with the sniffed encoding, else UTF-8 (BOM tolerated), else GB18030."""
+    """Decode with the sniffed encoding, else UTF-8 (BOM tolerated), else GB18030.
+
+    NUL characters are dropped: they carry no text and PostgreSQL refuses them in text columns.
+    """
     candidates: list[str] = []
     if hint:
         candidates.append(
@@ -109,7 +142,7 @@ def decode_text(data: bytes, *, hint: str | None) -> str:
     candidates += ["utf-8-sig", "gb18030"]
     for encoding in dict.fromkeys(candidates):
         try:
-            return data.decode(encoding)
+            return data.decode(encoding).replace("\x00", "")
         except (UnicodeDecodeError, LookupError):
             continue
     raise ParseError(
@@ -119,7 +152,7 @@ def decode_text(data: bytes, *, hint: str | None) -> str:
 
 
 def normalize_newlines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # --- Numbered headings ------------------------------------------------------------------------
@@ -262,7 +295,7 @@ def _needs_space(before: str, after: str) -> bool:
 # --- Nearby text for images -------------------------------------------------------------------
 
 NEARBY_TEXT_CHARS = 300
-_CAPTION_PREFIXES = ("图", "Figure", "Fig.", "Fig ", "表", "Table")
+CAPTION_PREFIXES = ("图", "Figure", "Fig.", "Fig ", "表", "Table")
 
 
 def attach_nearby_text(
@@ -290,7 +323,7 @@ def attach_nearby_text(
 
 def _nearby(blocks: list[Block], index: int) -> str:
     after = _neighbour_text(blocks, index, step=1)
-    if after.startswith(_CAPTION_PREFIXES):
+    if after.startswith(CAPTION_PREFIXES):
         return after[:NEARBY_TEXT_CHARS]
     before = _neighbour_text(blocks, index, step=-1)
     return (before or after)[:NEARBY_TEXT_CHARS]

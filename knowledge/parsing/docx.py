@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import io
 import re
-import zipfile
 
 import docx
-from docx.opc.exceptions import PackageNotFoundError
+from docx.exceptions import PythonDocxError
+from docx.opc.exceptions import OpcError
 from docx.table import Table
 from docx.text.paragraph import Paragraph
-from lxml.etree import XMLSyntaxError
 
 from ._common import (
     ImageSkipped,
     attach_nearby_text,
     check_archive,
-    corrupt_office_file,
     embedded_image_to_jpeg,
+    reading_office_file,
     table_from_rows,
 )
 from .limits import ParseLimits
@@ -36,11 +35,12 @@ MAX_STYLE_DEPTH = 5
 
 def parse_docx(data: bytes, *, limits: ParseLimits) -> ParseResult:
     check_archive(data, limits=limits, kind="DOCX")
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except (PackageNotFoundError, KeyError, XMLSyntaxError, ValueError, zipfile.BadZipFile) as exc:
-        raise corrupt_office_file("DOCX", exc) from exc
+    with reading_office_file("DOCX", OpcError, PythonDocxError):
+        return _parse(docx.Document(io.BytesIO(data)), limits)
 
+
+def _parse(document, limits: ParseLimits) -> ParseResult:
+    # Parts are parsed lazily: a broken one raises anywhere in here.
     blocks: list[Block] = []
     images: list[ParsedImage] = []
     warnings: list[str] = []

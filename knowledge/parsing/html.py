@@ -13,7 +13,7 @@ import lxml.html
 from lxml import etree
 
 from ._common import decode_text, table_from_rows
-from .types import Block, Locator, ParseResult
+from .types import Block, Locator, ParseError, ParseResult
 
 _SKIPPED = {
     "script",
@@ -74,10 +74,19 @@ def parse_html(data: bytes, *, text_encoding: str | None) -> ParseResult:
     text = _XML_DECLARATION.sub("", decode_text(data, hint=text_encoding), count=1)
     if not text.strip():
         return ParseResult(blocks=[])
+    parser = lxml.html.HTMLParser()
     try:
-        root = lxml.html.document_fromstring(text)
+        root = lxml.html.document_fromstring(text, parser=parser)
     except (etree.ParserError, ValueError):
         return ParseResult(blocks=[])
+    if any(error.level == etree.ErrorLevels.FATAL for error in parser.error_log):
+        # libxml2 stops at its limits (nesting over 255 levels, a text node over 10 MB) and
+        # silently drops the rest of the page; half a document must not pass for all of it.
+        raise ParseError(
+            "html_too_complex",
+            "HTML 页面结构超出解析上限（嵌套超过 255 层或单段文字过长），无法完整读取。"
+            "请简化页面或另存为 PDF、DOCX 后再上传。",
+        )
     title_element = root.find(".//title")
     title = _normalize(title_element.text_content()) if title_element is not None else ""
     walker = _Walker()
@@ -161,8 +170,7 @@ class _Walker:
         for row in table.xpath("./tr | ./thead/tr | ./tbody/tr | ./tfoot/tr"):
             cells: list[str] = []
             for cell in row.xpath("./th | ./td"):
-                span = int(cell.get("colspan", "1")) if cell.get("colspan", "1").isdigit() else 1
-                cells.extend([_normalize(cell.text_content())] * max(1, min(span, MAX_COLSPAN)))
+                cells.extend([_normalize(cell.text_content())] * _colspan(cell))
             rows.append(cells)
         header, body = table_from_rows(rows)
         if header:
@@ -175,3 +183,10 @@ class _Walker:
                     table_rows=body,
                 )
             )
+
+
+def _colspan(cell: etree._Element) -> int:
+    value = (cell.get("colspan") or "").strip()
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+    span = int(value) if value.isascii() and value.isdecimal() else 1
+    return max(1, min(span, MAX_COLSPAN))

@@ -18,6 +18,8 @@ from PIL import Image
 
 from . import ocr
 from ._common import (
+    CAPTION_PREFIXES,
+    NEARBY_TEXT_CHARS,
     HeadingLevels,
     ImageSkipped,
     exceeds_pixel_limit,
@@ -40,7 +42,6 @@ MAX_OCR_TIMEOUTS = 3
 # A full-page picture on a page without a text layer is the scan itself, not a figure.
 SCAN_COVERAGE = 0.6
 GARBLED_SHARE = 0.3
-NEARBY_TEXT_CHARS = 300
 _SENTENCE_END = tuple("。！？；，,.!?;：:")
 
 
@@ -326,6 +327,8 @@ def _page_images(
             continue
         if min(px_width, px_height) < limits.min_image_side:
             continue
+        if x1 <= x0 or y1 <= y0:
+            continue  # drawn with no area: invisible (and PDFium cannot render it)
         if skip_scans and (x1 - x0) * (y1 - y0) >= SCAN_COVERAGE * page_area:
             continue
         if exceeds_pixel_limit(px_width, px_height):
@@ -459,7 +462,7 @@ def _nearby_text(bbox: BBox, page_blocks: list[tuple[float, Block]]) -> str:
             continue
         other = block.bboxes[0]
         distance = max(0.0, other.y0 - bbox.y1, bbox.y0 - other.y1)
-        if block.text.startswith(("图", "Figure", "Fig.", "表")):
+        if block.text.startswith(CAPTION_PREFIXES):
             distance /= 3
         if best is None or distance < best[0]:
             best = (distance, block.text)

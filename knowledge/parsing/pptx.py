@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import io
-import zipfile
 from collections.abc import Iterable, Iterator
 
-from lxml.etree import XMLSyntaxError
 from pptx import Presentation
-from pptx.exc import PackageNotFoundError, PythonPptxError
+from pptx.exc import PythonPptxError
 from pptx.shapes.base import BaseShape
 from pptx.shapes.group import GroupShape
 from pptx.shapes.picture import Picture
@@ -17,8 +15,8 @@ from ._common import (
     ImageSkipped,
     attach_nearby_text,
     check_archive,
-    corrupt_office_file,
     embedded_image_to_jpeg,
+    reading_office_file,
     table_from_rows,
 )
 from .limits import ParseLimits
@@ -27,18 +25,12 @@ from .types import Block, Locator, ParsedImage, ParseResult
 
 def parse_pptx(data: bytes, *, limits: ParseLimits) -> ParseResult:
     check_archive(data, limits=limits, kind="PPTX")
-    try:
-        presentation = Presentation(io.BytesIO(data))
-    except (
-        PackageNotFoundError,
-        PythonPptxError,
-        KeyError,
-        XMLSyntaxError,
-        ValueError,
-        zipfile.BadZipFile,
-    ) as exc:
-        raise corrupt_office_file("PPTX", exc) from exc
+    with reading_office_file("PPTX", PythonPptxError):
+        return _parse(Presentation(io.BytesIO(data)), limits)
 
+
+def _parse(presentation, limits: ParseLimits) -> ParseResult:
+    # Parts are parsed lazily: a broken one raises anywhere in here.
     blocks: list[Block] = []
     images: list[ParsedImage] = []
     warnings: list[str] = []

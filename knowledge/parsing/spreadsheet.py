@@ -9,16 +9,21 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import openpyxl
-from lxml.etree import XMLSyntaxError
 from openpyxl.utils import get_column_letter
 from openpyxl.utils.exceptions import InvalidFileException
 
-from ._common import check_archive, corrupt_office_file, decode_text, gfm_cell, gfm_header, gfm_row
+from ._common import (
+    check_archive,
+    decode_text,
+    gfm_cell,
+    gfm_header,
+    gfm_row,
+    reading_office_file,
+)
 from .limits import ParseLimits
 from .types import Block, Locator, ParseError, ParseResult
 
@@ -121,24 +126,19 @@ def _format_value(value: object) -> str:
 
 def parse_xlsx(data: bytes, *, limits: ParseLimits) -> ParseResult:
     check_archive(data, limits=limits, kind="XLSX")
-    try:
+    budget = _CellBudget(limits.max_cells)
+    blocks: list[Block] = []
+    with reading_office_file("XLSX", InvalidFileException):
         workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    except (InvalidFileException, KeyError, XMLSyntaxError, ValueError, zipfile.BadZipFile) as exc:
-        raise corrupt_office_file("XLSX", exc) from exc
-    try:
-        budget = _CellBudget(limits.max_cells)
-        blocks: list[Block] = []
-        for sheet in workbook.worksheets:
-            builder = _TableBuilder(sheet=sheet.title, max_rows=limits.max_sheet_rows)
-            # The stored dimension is often wrong (some writers always say "A1"); scan everything.
-            sheet.reset_dimensions()
-            try:
+        try:
+            for sheet in workbook.worksheets:
+                builder = _TableBuilder(sheet=sheet.title, max_rows=limits.max_sheet_rows)
+                # The stored dimension is often wrong (some writers always say "A1"); scan all.
+                sheet.reset_dimensions()
                 _fill(builder, sheet.iter_rows(values_only=True), budget)
-            except (XMLSyntaxError, KeyError, ValueError, zipfile.BadZipFile) as exc:
-                raise corrupt_office_file("XLSX", exc) from exc
-            blocks.extend(builder.blocks())
-    finally:
-        workbook.close()
+                blocks.extend(builder.blocks())
+        finally:
+            workbook.close()
     return ParseResult(blocks=blocks)
 
 
@@ -151,9 +151,7 @@ def _fill(builder: _TableBuilder, rows: Iterable[Sequence[object]], budget: _Cel
 # --- CSV --------------------------------------------------------------------------------------
 
 
-def parse_csv(
-    data: bytes, *, limits: ParseLimits, text_encoding: str | None, filename: str = ""
-) -> ParseResult:
+def parse_csv(data: bytes, *, limits: ParseLimits, text_encoding: str | None) -> ParseResult:
     text = decode_text(data, hint=text_encoding)
     dialect = _sniff_dialect(text[:CSV_SNIFF_CHARS])
     builder = _TableBuilder(sheet=None, max_rows=limits.max_sheet_rows)

@@ -198,3 +198,17 @@ def zip_bomb(member_names: list[str], *, bomb_name: str, bomb_bytes: int) -> byt
                 member.write(chunk[: min(len(chunk), remaining)])
                 remaining -= len(chunk)
     return buffer.getvalue()
+
+
+def with_member(data: bytes, name: str, content: bytes | None) -> bytes:
+    """The Office package `data` with member `name` replaced by `content` (None: removed)."""
+    source = zipfile.ZipFile(io.BytesIO(data))
+    assert name in source.namelist(), name
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            if info.filename != name:
+                archive.writestr(info, source.read(info))
+            elif content is not None:
+                archive.writestr(info, content)
+    return buffer.getvalue()

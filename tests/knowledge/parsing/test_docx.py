@@ -11,7 +11,7 @@ from docx.enum.style import WD_STYLE_TYPE
 from knowledge.parsing import parse_document
 from knowledge.parsing.types import ParseError
 
-from .factories import encode, picture, zip_bomb
+from .factories import encode, picture, with_member, zip_bomb
 
 
 def parse(data: bytes, limits):
@@ -170,3 +170,18 @@ def test_not_a_zip_is_refused(limits):
 
     # then
     assert caught.value.code == "corrupt_file"
+
+
+def test_a_main_part_with_the_wrong_root_element_is_refused(limits, docx_bytes):
+    # given: well-formed XML that python-docx trips over later (AttributeError) while reading
+    document = docx.Document()
+    document.add_paragraph("正文。")
+    data = with_member(docx_bytes(document), "word/document.xml", b"<a/>")
+
+    # when
+    with pytest.raises(ParseError) as caught:
+        parse(data, limits)
+
+    # then
+    assert caught.value.code == "corrupt_file"
+    assert "DOCX 文件已损坏" in caught.value.message

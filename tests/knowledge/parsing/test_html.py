@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import pytest
+
 from knowledge.parsing import parse_document
+from knowledge.parsing.types import ParseError
 
 
 def parse(html: str, limits):
@@ -72,3 +75,40 @@ def test_pre_keeps_line_breaks(limits):
 
     # then
     assert result.blocks[0].text == "line one\nline two"
+
+
+@pytest.mark.parametrize(("colspan", "width"), [("²", 1), ("abc", 1), (" 3 ", 3), ("999", 50)])
+def test_colspan_values_int_cannot_read_count_as_one(limits, colspan, width):
+    # when
+    result = parse(
+        f"<table><tr><td colspan='{colspan}'>a</td></tr><tr><td>b</td></tr></table>", limits
+    )
+
+    # then
+    assert result.blocks[0].table_header.count("---") == width
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        # libxml2 stops at 255 levels and silently drops everything after that point.
+        "<p>前言</p>" + "<div>" * 300 + "深处" + "</div>" * 300 + "<p>结尾</p>",
+        # ... and at a 10 MB text node.
+        "<p>前言</p><p>" + "字" * 10_000_001 + "</p>",
+    ],
+)
+def test_a_page_beyond_the_parsers_limits_is_refused_not_cut_short(limits, html):
+    # when
+    with pytest.raises(ParseError) as caught:
+        parse(html, limits)
+
+    # then
+    assert caught.value.code == "html_too_complex"
+
+
+def test_nul_characters_are_dropped(limits):
+    # when
+    result = parse("<p>a\x00b</p>", limits)
+
+    # then
+    assert result.blocks[0].text == "ab"

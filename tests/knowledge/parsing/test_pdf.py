@@ -262,3 +262,22 @@ def test_running_headers_and_footers_are_dropped(limits):
     text = "\n".join(block.text for block in result.blocks)
     assert "正文内容" in text
     assert "用户手册" not in text
+
+
+def test_an_undecodable_image_drawn_with_no_area_is_ignored(no_ocr):
+    # given: PDFium cannot decode the data, and rendering it instead divided by its zero width
+    data = build_pdf(
+        [
+            [
+                PdfText("Text page.", 72, 760, 12),
+                PdfPicture(b"\xff\xd8 not a jpeg" * 10, 300, 200, 72, 400, 0, 100),
+            ]
+        ]
+    )
+
+    # when
+    result = parse(data, no_ocr)
+
+    # then
+    assert result.images == []
+    assert [block.text for block in result.blocks] == ["Text page."]

@@ -9,7 +9,7 @@ from pptx.util import Inches
 from knowledge.parsing import parse_document
 from knowledge.parsing.types import Locator, ParseError
 
-from .factories import encode, picture, zip_bomb
+from .factories import encode, picture, with_member, zip_bomb
 
 
 def save(presentation) -> bytes:
@@ -109,3 +109,28 @@ def test_empty_presentation_has_no_text(limits):
 
     # then
     assert caught.value.code == "no_text"
+
+
+@pytest.mark.parametrize(
+    ("member", "content"),
+    [
+        # Slides are read lazily, while iterating: a missing part or relationship (KeyError).
+        ("ppt/slides/slide1.xml", None),
+        ("ppt/slides/_rels/slide1.xml.rels", None),
+        ("docProps/core.xml", b"<a/>"),
+    ],
+)
+def test_malformed_parts_are_refused_not_crashed_on(limits, member, content):
+    # given
+    presentation = Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[1])
+    slide.shapes.title.text = "标题"
+    data = with_member(save(presentation), member, content)
+
+    # when
+    with pytest.raises(ParseError) as caught:
+        parse(data, limits)
+
+    # then
+    assert caught.value.code == "corrupt_file"
+    assert "PPTX 文件已损坏" in caught.value.message

@@ -15,7 +15,7 @@ import pytest
 from knowledge.parsing import parse_document
 from knowledge.parsing.types import Locator, ParseError
 
-from .factories import zip_bomb
+from .factories import with_member, zip_bomb
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -137,6 +137,40 @@ def test_zip_bomb_disguised_as_xlsx_is_refused(limits):
     assert caught.value.code == "archive_too_large"
 
 
+_SHEET_NS = b'<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+
+
+@pytest.mark.parametrize(
+    ("member", "content"),
+    [
+        # Sheets are streamed with ElementTree, whose ParseError is no lxml error.
+        ("xl/worksheets/sheet1.xml", b"<worksheet><sheetData><row><c"),
+        # A shared-string index past the end of the table: IndexError.
+        (
+            "xl/worksheets/sheet1.xml",
+            _SHEET_NS + b'<sheetData><row r="1"><c r="A1" t="s"><v>99</v></c></row></sheetData>'
+            b"</worksheet>",
+        ),
+        # No workbook part declared: openpyxl raises OSError.
+        (
+            "[Content_Types].xml",
+            b'<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"/>',
+        ),
+    ],
+)
+def test_malformed_parts_are_refused_not_crashed_on(limits, member, content):
+    # given
+    data = with_member(xlsx({"S": [["a", "b"], [1, 2]]}), member, content)
+
+    # when
+    with pytest.raises(ParseError) as caught:
+        parse(data, limits)
+
+    # then
+    assert caught.value.code == "corrupt_file"
+    assert "XLSX 文件已损坏" in caught.value.message
+
+
 @pytest.mark.slow
 def test_100k_rows_parse_with_bounded_memory(tmp_path):
     # given: written with openpyxl's streaming writer
@@ -224,3 +258,14 @@ def test_csv_with_only_blank_rows_has_no_text(limits):
 
     # then
     assert caught.value.code == "no_text"
+
+
+def test_csv_nul_characters_are_dropped(limits):
+    # given: NULs past the sniffed head reach the parser; PostgreSQL refuses them in text
+    data = b"a,b\n1,x\x00y\n"
+
+    # when
+    table = parse(data, limits, "csv", text_encoding="utf-8").blocks[0]
+
+    # then
+    assert table.table_rows == ("| 1 | xy |",)
