@@ -195,13 +195,21 @@ def _fit(sentence: str, budget: int) -> list[tuple[str, int]]:
 
 def _split_by_tokens(text: str, budget: int) -> list[str]:
     """Longest prefixes within budget, found by binary search on characters so a cut never
-    lands inside a multi-byte character (token slices could)."""
+    lands inside a multi-byte character (token slices could).
+
+    The search window starts at two characters per token and doubles until it is over budget,
+    so each cut tokenizes only text near the cut, never the whole remainder: linear in the
+    length of the text instead of quadratic."""
     out: list[str] = []
     while text:
-        if count_tokens(text) <= budget:
-            out.append(text)
-            break
-        low, high = 1, len(text)
+        fits, probe = 0, min(len(text), 2 * budget)  # prefix lengths
+        while count_tokens(text[:probe]) <= budget:
+            if probe == len(text):
+                out.append(text)
+                return out
+            fits, probe = probe, min(len(text), 2 * probe)
+        # text[:fits] is within budget, text[:probe] is not.
+        low, high = max(fits, 1), probe - 1
         while low < high:
             middle = (low + high + 1) // 2
             if count_tokens(text[:middle]) <= budget:

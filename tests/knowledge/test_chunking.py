@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 
 import openpyxl
 import pytest
 
+import knowledge.chunking
 from knowledge.chunking import ChunkDraft, chunk_document
 from knowledge.parsing import ParseLimits, parse_document
 from knowledge.parsing.types import BBox, Block, Locator, ParsedImage, ParseResult
@@ -299,3 +301,46 @@ def test_budget_must_be_positive(budget):
     # when / then
     with pytest.raises(ValueError):
         chunk([text("x")], chunk_tokens=budget)
+
+
+@pytest.fixture
+def tokenized(monkeypatch) -> Counter:
+    """Every text the chunker tokenizes, with how often."""
+    seen: Counter = Counter()
+
+    def counting(text: str) -> int:
+        seen[text] += 1
+        return count_tokens(text)
+
+    monkeypatch.setattr(knowledge.chunking, "count_tokens", counting)
+    return seen
+
+
+def test_no_text_is_tokenized_twice(tokenized):
+    # given: distinct sentences over several chunks, a table and an image
+    sentences = "".join(f"第{i}条规定要求员工遵守第{i}项制度。" for i in range(40))
+    table = Block(
+        kind="table", text="", table_header="| a | b |\n| --- | --- |", table_rows=("| 1 | 2 |",)
+    )
+    image = Block(kind="image", text="图1 流程", image_keys=("img-0001",))
+
+    # when
+    drafts = chunk([heading("制度"), text(sentences), table, image], chunk_tokens=80)
+
+    # then
+    assert len(drafts) > 4
+    assert {draft.content_type for draft in drafts} == {"text", "table", "image"}
+    assert [text for text, times in tokenized.items() if times > 1] == []
+
+
+def test_cutting_unpunctuated_text_tokenizes_each_part_of_it_a_bounded_number_of_times(tokenized):
+    # given: 30,000 characters with no sentence end or line break to cut at
+    body = "甲乙丙丁戊己庚辛" * 3_750
+
+    # when
+    drafts = chunk([text(body)], chunk_tokens=100, overlap_tokens=0)
+
+    # then: searching each cut only near the cut keeps the work linear (it was ~300x)
+    assert sum(len(text) * times for text, times in tokenized.items()) < 20 * len(body)
+    assert "".join(draft.content for draft in drafts) == body
+    assert all(draft.token_count <= 100 for draft in drafts)
