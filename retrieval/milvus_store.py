@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -341,7 +342,11 @@ class MilvusVectorStore:
                 f"{what}: vector has {len(values)} dimensions, the collection expects "
                 f"{self.dimension} ({self.embedding_model})"
             )
-        return [float(v) for v in values]
+        floats = [float(v) for v in values]
+        if not all(map(math.isfinite, floats)):
+            # Milvus stores NaN/inf silently; such a row is never found by dense search again.
+            raise VectorStoreError(f"{what}: vector contains NaN or infinite values")
+        return floats
 
     def _upsert(self, kind: Kind, rows: list[dict[str, Any]]) -> None:
         if not rows:
@@ -422,7 +427,12 @@ class MilvusVectorStore:
         with self._setup_lock:
             if self._client is None:
                 if self._is_local_file:
-                    Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
+                    try:
+                        Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
+                    except OSError as exc:
+                        raise VectorStoreUnavailable(
+                            f"Milvus at {self._safe_uri} cannot be opened (connect): {exc}"
+                        ) from exc
                 with self._translated("connect", None):
                     self._client = MilvusClient(
                         uri=self.uri,

@@ -28,6 +28,7 @@ from retrieval.ports import (
     FaqRecord,
     IncompatibleCollection,
     VectorStore,
+    VectorStoreError,
     VectorStoreUnavailable,
 )
 from tests.milvus import start_milvus_lite
@@ -334,6 +335,23 @@ def test_utf8_cut_never_splits_a_character():
     assert _fit_utf8(text, 100, what="t") == text
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_vectors_with_nan_or_inf_are_refused(store, raw_client, bad):
+    # given: Milvus would store such a row, and dense search would never find it again
+    vector = [bad] + unit(1.0)[1:]
+
+    # when
+    with pytest.raises(VectorStoreError) as upsert_error:
+        store.upsert_chunks([chunk(1), chunk(2, vector=vector)])
+    with pytest.raises(VectorStoreError) as search_error:
+        store.search_dense(kb_id=1, vector=vector, limit=5, documents=ANY_DOCUMENT)
+
+    # then
+    assert "chunk 2" in str(upsert_error.value) and "NaN" in str(upsert_error.value)
+    assert "query" in str(search_error.value)
+    assert not raw_client.has_collection(store.chunks_collection)  # nothing was written
+
+
 # --- dense search --------------------------------------------------------------------------------
 
 
@@ -611,6 +629,24 @@ def test_a_db_path_runs_an_embedded_milvus_lite(tmp_path):
 
     # then
     assert [h.id for h in hits] == [1]
+
+
+def test_a_db_path_that_cannot_be_created_raises_vector_store_unavailable(tmp_path):
+    # given a .db path whose "directory" is a regular file
+    (tmp_path / "not-a-dir").write_text("")
+    store = MilvusVectorStore(
+        uri=str(tmp_path / "not-a-dir" / "milvus.db"),
+        collection_prefix="embedded",
+        embedding_model=MODEL,
+        dimension=DIM,
+    )
+
+    # when
+    with pytest.raises(VectorStoreUnavailable) as error:
+        store.ping()
+
+    # then
+    assert "cannot be opened" in str(error.value)
 
 
 # --- factory -------------------------------------------------------------------------------------
