@@ -259,3 +259,16 @@ def test_activation_clears_the_in_process_epoch_cache_after_commit(kb_with_ready
         services.activate_version(version=kb.versions.get(), actor=staff_user)
     # then: the next read goes to the database and sees the new epoch
     assert epochs.current_epoch(kb_id=kb.pk) == (first + 1, False)
+
+
+def test_epoch_cache_expires_so_other_processes_catch_up(kb, settings):
+    # given: another process bumped the epoch (simulated by writing the row directly)
+    import time
+
+    settings.RAG_EPOCH_L1_TTL_SECONDS = 0.05
+    first, _ = epochs.current_epoch(kb_id=kb.pk)
+    CacheNamespace.objects.filter(knowledge_base=kb).update(cache_epoch=first + 5)
+    # when / then: served from L1 until the TTL passes, then re-read
+    assert epochs.current_epoch(kb_id=kb.pk) == (first, True)
+    time.sleep(0.06)
+    assert epochs.current_epoch(kb_id=kb.pk) == (first + 5, False)
