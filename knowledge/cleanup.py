@@ -15,23 +15,44 @@ from .models import Document, DocumentAsset
 logger = logging.getLogger(__name__)
 
 
+def delete_asset_files_after_commit(keys: list[str]) -> None:
+    """Delete asset images once no asset row points at them any more.
+
+    Assets are content-addressed per knowledge base, so two documents with the same picture (a
+    logo) share one file: a file goes only when its last reference does, checked after commit.
+    """
+    keys = [key for key in keys if key]
+    if not keys:
+        return
+
+    def delete_unreferenced() -> None:
+        still_used = set(DocumentAsset.objects.filter(file__in=keys).values_list("file", flat=True))
+        storage = DocumentAsset._meta.get_field("file").storage
+        for key in set(keys) - still_used:
+            try:
+                storage.delete(key)
+            except OSError as exc:
+                logger.warning("could not delete asset file %s: %s", key, exc)
+
+    transaction.on_commit(delete_unreferenced)
+
+
 def schedule_purge(document: Document) -> None:
     kb = document.knowledge_base
     kb_id, document_id = kb.pk, document.pk
     model, dimension = kb.embedding_model, kb.embedding_dimension
     storage = Document._meta.get_field("file").storage
-    keys = [document.file.name] + list(
-        DocumentAsset.objects.filter(document=document).values_list("file", flat=True)
-    )
+    original = document.file.name
+    asset_keys = list(DocumentAsset.objects.filter(document=document).values_list("file", flat=True))
     document.delete()
+    delete_asset_files_after_commit(asset_keys)
 
     def purge_outside_transaction() -> None:
-        for key in keys:
-            if key:
-                try:
-                    storage.delete(key)
-                except OSError as exc:
-                    logger.warning("could not delete %s of document %s: %s", key, document_id, exc)
+        # The original's key is unique to this document (one row per bytes per knowledge base).
+        try:
+            storage.delete(original)
+        except OSError as exc:
+            logger.warning("could not delete %s of document %s: %s", original, document_id, exc)
         delete_document_vectors(
             kb_id=kb_id, document_id=document_id, embedding_model=model, dimension=dimension
         )

@@ -48,9 +48,13 @@ class DatabaseRelay(threading.Thread):
     """Polls the event table and hands new events to this process's SSE listeners."""
 
     def __init__(self, interval: float = 0.5) -> None:
+        from django_eventstream.models import Event as EventRow
+
         super().__init__(name="eventstream-relay", daemon=True)
         self.interval = interval
-        self.last_row_id: int | None = None
+        # The baseline is taken before the first listener is served, so nothing written after
+        # a browser connects can fall between the baseline and the first poll.
+        self.last_row_id = EventRow.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
     def run(self) -> None:
         while True:
@@ -68,9 +72,6 @@ class DatabaseRelay(threading.Thread):
         from django_eventstream.models import Event as EventRow
         from django_eventstream.views import get_listener_manager
 
-        if self.last_row_id is None:
-            self.last_row_id = EventRow.objects.order_by("-id").values_list("id", flat=True).first() or 0
-            return 0
         rows = list(EventRow.objects.filter(id__gt=self.last_row_id).order_by("id")[:500])
         manager = get_listener_manager()
         forwarded = 0

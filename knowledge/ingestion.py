@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from . import events
+from .cleanup import delete_asset_files_after_commit
 from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase
 from .parsing import ParseLimits, parse_document
 from .parsing.types import ParsedImage, ParseError, ParseResult
@@ -358,10 +359,7 @@ def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> 
             for draft, content in zip(drafts, contents, strict=True)
         ]
     )
-    stale = [key for key in old_asset_keys if key and key not in new_keys]
-    if stale:
-        storage = DocumentAsset._meta.get_field("file").storage
-        transaction.on_commit(lambda: [storage.delete(key) for key in stale])
+    delete_asset_files_after_commit([key for key in old_asset_keys if key not in new_keys])
     return chunks, had_rows
 
 
@@ -417,9 +415,7 @@ def _fail(document: Document, code: str, message: str) -> None:
         Chunk.objects.filter(document_id=document.pk).delete()
         asset_keys = list(DocumentAsset.objects.filter(document_id=document.pk).values_list("file", flat=True))
         DocumentAsset.objects.filter(document_id=document.pk).delete()
-        if asset_keys:
-            storage = DocumentAsset._meta.get_field("file").storage
-            transaction.on_commit(lambda: [storage.delete(key) for key in asset_keys if key])
+        delete_asset_files_after_commit(asset_keys)
         Document.objects.filter(pk=document.pk).update(
             status=DocumentStatus.FAILED,
             status_changed_at=timezone.now(),

@@ -297,3 +297,27 @@ def test_images_are_captioned_offline_when_no_vision_model_is_configured(kb, mil
     clear_provider_cache()
     assert document.status == DocumentStatus.READY, document.error_message
     assert DocumentAsset.objects.get(document=document).caption.startswith("图片")
+
+
+def test_purging_one_document_keeps_an_image_another_document_shares(kb, milvus, run_tasks, media_root, staff_user, tmp_path):
+    # given: two documents (different bytes) that embed the same picture → one stored asset file
+    from knowledge.demo.build import build_demo_corpus
+    from knowledge.models import DocumentAsset
+
+    manual = next(p for p in build_demo_corpus(tmp_path) if p.name == "product_manual.pdf").read_bytes()
+    first, second = (
+        o.document for o in services.upload_documents(
+            kb=kb, actor=staff_user,
+            files=[SimpleUploadedFile("a.pdf", manual), SimpleUploadedFile("b.pdf", manual + b"\n% copy\n")],
+        )
+    )
+    shared = {a.file.name for a in DocumentAsset.objects.all()}
+    assert len(shared) == 1 and DocumentAsset.objects.count() == 2
+    version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
+    # when: the first document is deleted and its only version retired
+    services.delete_document(document=first, actor=staff_user)
+    services.retire_version(version=version, actor=staff_user)
+    # then: the second document's image is still there
+    assert not Document.objects.filter(pk=first.pk).exists()
+    asset = DocumentAsset.objects.get(document=second)
+    assert asset.file.storage.exists(asset.file.name)
