@@ -40,6 +40,19 @@ def fresh_epoch_cache():
 
 
 @pytest.fixture(autouse=True)
+def fresh_caches():
+    """Process-wide caches outlive a test while ids and epochs restart: start every test clean."""
+    from django.core.cache import cache
+
+    from retrieval.providers import clear_provider_cache
+
+    cache.clear()
+    yield
+    cache.clear()
+    clear_provider_cache()
+
+
+@pytest.fixture(autouse=True)
 def default_language():
     """LocaleMiddleware activates a request's language on the thread and leaves it there."""
     from django.conf import settings

@@ -27,21 +27,21 @@ print(json.dumps({
 """
 
 
-def run_settings(module: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+def run_settings(module: str, env: dict[str, str], var_dir: Path) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "AWS_", "RAG_", "MILVUS_"))}
     return subprocess.run(
         [sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={**clean, "DJANGO_SETTINGS_MODULE": module, "RAGSITE_VAR_DIR": "/tmp/ragsite-settings-probe", **env},
+        env={**clean, "DJANGO_SETTINGS_MODULE": module, "RAGSITE_VAR_DIR": str(var_dir), **env},
     )
 
 
-def test_production_refuses_to_start_without_a_secret_key():
-    result = run_settings("ragsite.settings.production", {"DJANGO_ALLOWED_HOSTS": "kb.example.com"})
+def test_production_refuses_to_start_without_a_secret_key(tmp_path):
+    result = run_settings("ragsite.settings.production", {"DJANGO_ALLOWED_HOSTS": "kb.example.com"}, tmp_path)
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY" in result.stderr
 
 
-def test_production_scales_out_with_settings_only():
+def test_production_scales_out_with_settings_only(tmp_path):
     result = run_settings("ragsite.settings.production", {
         "DJANGO_SECRET_KEY": "x" * 50,
         "DJANGO_ALLOWED_HOSTS": "kb.example.com",
@@ -50,7 +50,7 @@ def test_production_scales_out_with_settings_only():
         "AWS_STORAGE_BUCKET_NAME": "ragsite-media",
         "AWS_S3_ENDPOINT_URL": "http://minio.internal:9000",
         "RAG_PROVIDER": "dashscope",
-    })
+    }, tmp_path)
     assert result.returncode == 0, result.stderr
     config = json.loads(result.stdout)
     assert config == {
@@ -65,8 +65,8 @@ def test_production_scales_out_with_settings_only():
     }
 
 
-def test_local_defaults_are_embedded_and_offline():
-    result = run_settings("ragsite.settings.local", {})
+def test_local_defaults_are_embedded_and_offline(tmp_path):
+    result = run_settings("ragsite.settings.local", {}, tmp_path)
     assert result.returncode == 0, result.stderr
     config = json.loads(result.stdout)
     assert config["cache"] == "django.core.cache.backends.locmem.LocMemCache"

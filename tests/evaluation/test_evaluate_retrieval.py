@@ -47,9 +47,12 @@ def test_build_evaluate_and_write_json(tmp_path, milvus, database_tasks, media_r
     assert report["baseline"]["mode"] == "bm25-baseline"
     for run in [*report["runs"], report["baseline"]]:
         assert set(run["metrics"]) == {"recall@2", "hit@2", "mrr@10", "ndcg@10"}
-        assert run["latency_ms"]["p95"] >= run["latency_ms"]["p50"] >= 0
-    hybrid = next(run for run in report["runs"] if run["mode"] == "hybrid")
-    assert hybrid["metrics"]["hit@2"] == 1.0
+        assert run["latency_ms"]["p50"] > 0
+    # Three distinct questions over four distinct passages: every mode finds each one.
+    for run in report["runs"]:
+        assert run["degraded_queries"] == 0
+        assert run["metrics"]["hit@2"] == 1.0, run
+    assert report["baseline"]["metrics"]["mrr@10"] == 1.0
     kb = KnowledgeBase.objects.get(slug="eval")
     assert sorted(Document.objects.filter(knowledge_base=kb).values_list("external_id", flat=True)) == ["D1", "D2", "D3", "D4"]
     assert kb.active_version is not None

@@ -216,3 +216,61 @@ def test_reuploading_a_failed_document_queues_it_again(staff_api, kb, media_root
     assert again["duplicate"] is True
     assert again["document"]["status"] == "queued"
     assert again["document"]["error_code"] == ""
+
+
+def test_consecutive_uploads_accumulate_when_the_first_batch_is_ready_but_unpublished(staff_api, kb, media_root):
+    # given: the first batch finished (its draft became READY) but nobody published it
+    first = upload(staff_api, kb, SimpleUploadedFile("a.md", "# 甲\n内容".encode())).json()[0]["document"]
+    Document.objects.filter(pk=first["id"]).update(status=DocumentStatus.READY)
+    from knowledge import services
+
+    services.refresh_version_readiness(version_ids=list(KnowledgeBaseVersion.objects.values_list("pk", flat=True)))
+    assert KnowledgeBaseVersion.objects.get(knowledge_base=kb).status == VersionStatus.READY
+    # when
+    second = upload(staff_api, kb, SimpleUploadedFile("b.md", "# 乙\n内容".encode())).json()[0]["document"]
+    # then: the new draft holds both, so publishing it cannot drop the first batch
+    draft = KnowledgeBaseVersion.objects.get(knowledge_base=kb, status=VersionStatus.BUILDING)
+    assert set(draft.documents.values_list("pk", flat=True)) == {first["id"], second["id"]}
+
+
+def test_reuploading_a_ready_document_does_not_queue_it_again(staff_api, kb, media_root):
+    first = upload(staff_api, kb, SimpleUploadedFile("a.txt", "内容".encode())).json()[0]["document"]
+    Document.objects.filter(pk=first["id"]).update(status=DocumentStatus.READY)
+    again = upload(staff_api, kb, SimpleUploadedFile("a.txt", "内容".encode())).json()[0]
+    assert again["duplicate"] is True and again["document"]["status"] == "ready"
+
+
+def test_status_filter_and_unknown_status(staff_api, kb):
+    from tests.conftest import make_document
+
+    failed = make_document(kb, status=DocumentStatus.FAILED)
+    make_document(kb)
+    listed = staff_api.get(f"/api/knowledge-bases/{kb.slug}/documents/?status=failed").json()
+    assert [d["id"] for d in listed] == [failed.pk]
+    bad = staff_api.get(f"/api/knowledge-bases/{kb.slug}/documents/?status=broken")
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_status"
+
+
+def test_too_many_files_and_mixed_errors(staff_api, kb, media_root, settings):
+    settings.RAG_MAX_FILES_PER_UPLOAD = 2
+    many = upload(staff_api, kb, *[SimpleUploadedFile(f"{i}.md", f"# {i}".encode()) for i in range(3)])
+    assert many.status_code == 400 and many.json()["code"] == "too_many_files"
+    mixed = upload(staff_api, kb, SimpleUploadedFile("e.md", b""), SimpleUploadedFile("f.pdf", b"nope"))
+    assert mixed.status_code == 400 and mixed.json()["code"] == "invalid_files"
+    assert {e["code"] for e in mixed.json()["errors"]} == {"empty_file", "type_mismatch"}
+    assert stored_files(media_root) == []
+
+
+def test_a_failure_while_registering_removes_the_stored_bytes(staff_api, kb, media_root, monkeypatch):
+    # given: the database write fails after the bytes were stored
+    from knowledge import services
+
+    def broken(**kwargs):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(services, "_register_uploads", broken)
+    # when
+    with pytest.raises(RuntimeError):
+        services.upload_documents(kb=kb, files=[SimpleUploadedFile("a.md", "# 甲".encode())], actor=None)
+    # then
+    assert stored_files(media_root) == []

@@ -19,7 +19,7 @@ def epoch(kb) -> int:
     return CacheNamespace.objects.get(knowledge_base=kb).cache_epoch
 
 
-def test_faq_crud_moves_the_cache_epoch(staff_api, kb, django_capture_on_commit_callbacks):
+def test_faq_crud_moves_the_cache_epoch(staff_api, kb):
     base = f"/api/knowledge-bases/{kb.slug}/faqs/"
     start = epoch(kb)
     # create
@@ -59,3 +59,11 @@ def test_readers_see_enabled_faqs_only(staff_api, member_api, kb):
     assert member_api.get(f"{base}{hidden['id']}/").status_code == 404
     assert member_api.get(f"{base}{shown['id']}/").status_code == 200
     assert member_api.patch(f"{base}{shown['id']}/", {"answer": "改"}, format="json").status_code == 403
+
+
+def test_a_faq_is_not_reachable_through_another_knowledge_base(staff_api, kb):
+    other = make_kb()
+    faq = staff_api.post(f"/api/knowledge-bases/{other.slug}/faqs/", {"question": "别处的问题", "answer": "a"}, format="json").json()
+    assert staff_api.get(f"/api/knowledge-bases/{kb.slug}/faqs/{faq['id']}/").status_code == 404
+    assert staff_api.delete(f"/api/knowledge-bases/{kb.slug}/faqs/{faq['id']}/").status_code == 404
+    assert FAQ.objects.filter(pk=faq["id"]).exists()

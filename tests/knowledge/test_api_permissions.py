@@ -52,23 +52,71 @@ def test_read_access_follows_visibility(clients, engineers_group, visibility, ro
 
 
 @pytest.mark.parametrize("role", ["anonymous", "member", "engineer"])
-def test_only_staff_manage(clients, engineers_group, role):
-    # given
+def test_only_staff_manage(clients, engineers_group, staff_user, role):
+    # given: a public KB with an active version, a ready v2, a failed document and a FAQ
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from knowledge import services
+    from knowledge.models import FAQ, DocumentStatus, KnowledgeBaseVersion, VersionActivation
+    from tests.conftest import make_document, make_ready_version
+
     kb = make_kb(visibility=Visibility.PUBLIC, groups=[engineers_group])
+    v1 = make_ready_version(kb)
+    services.activate_version(version=v1, actor=staff_user)
+    make_ready_version(kb)
+    failed = make_document(kb, status=DocumentStatus.FAILED)
+    published = v1.documents.get()
+    faq = services.save_faq(kb=kb, question="q", answer="a", actor=staff_user)
     client = clients[role]
+    base = f"/api/knowledge-bases/{kb.slug}"
     # when
-    responses = [
-        client.post("/api/knowledge-bases/", {"id": "new-kb", "name": "新"}, format="json"),
-        client.patch(f"/api/knowledge-bases/{kb.slug}/", {"name": "改名"}, format="json"),
-        client.post(f"/api/knowledge-bases/{kb.slug}/versions/", {}, format="json"),
-        client.post(f"/api/knowledge-bases/{kb.slug}/faqs/", {"question": "q", "answer": "a"}, format="json"),
-    ]
+    responses = {
+        "create kb": client.post("/api/knowledge-bases/", {"id": "new-kb", "name": "新"}, format="json"),
+        "edit kb": client.patch(f"{base}/", {"name": "改名"}, format="json"),
+        "new draft": client.post(f"{base}/versions/", {}, format="json"),
+        "activate": client.post(f"{base}/versions/2/activate/", {}, format="json"),
+        "rollback": client.post(f"{base}/versions/1/rollback/", {}, format="json"),
+        "mark ready": client.post(f"{base}/versions/2/mark-ready/"),
+        "retire": client.post(f"{base}/versions/2/retire/"),
+        "history": client.get(f"{base}/activations/"),
+        "upload": client.post(f"{base}/documents/", {"files": [SimpleUploadedFile("a.md", b"# a")]}, format="multipart"),
+        "delete document": client.delete(f"{base}/documents/{published.pk}/"),
+        "retry": client.post(f"{base}/documents/{failed.pk}/retry/"),
+        "new faq": client.post(f"{base}/faqs/", {"question": "q2", "answer": "a"}, format="json"),
+        "edit faq": client.put(f"{base}/faqs/{faq.pk}/", {"question": "q", "answer": "b"}, format="json"),
+        "patch faq": client.patch(f"{base}/faqs/{faq.pk}/", {"answer": "b"}, format="json"),
+        "delete faq": client.delete(f"{base}/faqs/{faq.pk}/"),
+        "invalidate": client.post("/api/admin/cache/invalidate", {"knowledge_base_id": kb.slug}, format="json"),
+    }
     # then
-    for response in responses:
-        assert response.status_code in (401, 403), response.content
-        assert response.json()["code"] in ("permission_denied", "not_authenticated")
+    for action, response in responses.items():
+        assert response.status_code in (401, 403), f"{action}: {response.status_code} {response.content[:200]}"
+        assert response.json()["code"] in ("permission_denied", "not_authenticated"), action
     kb.refresh_from_db()
-    assert kb.name != "改名"
+    assert kb.name != "改名" and kb.active_version == v1
+    assert KnowledgeBaseVersion.objects.get(knowledge_base=kb, number=2).status == "ready"
+    assert VersionActivation.objects.count() == 1
+    assert FAQ.objects.get(pk=faq.pk).answer == "a"
+    failed.refresh_from_db()
+    assert failed.status == DocumentStatus.FAILED
+
+
+def test_update_visibility_and_groups_changes_access_and_the_cache_epoch(clients, engineers_group, staff_user):
+    # given
+    from knowledge.models import CacheNamespace
+
+    kb = make_kb(visibility=Visibility.INTERNAL)
+    epoch = CacheNamespace.objects.get(knowledge_base=kb).cache_epoch
+    assert clients["member"].get(f"/api/knowledge-bases/{kb.slug}/").status_code == 200
+    # when
+    response = clients["staff"].patch(
+        f"/api/knowledge-bases/{kb.slug}/", {"visibility": "restricted", "allowed_groups": ["engineers"]}, format="json"
+    )
+    # then
+    assert response.status_code == 200 and response.json()["allowed_groups"] == ["engineers"]
+    assert clients["member"].get(f"/api/knowledge-bases/{kb.slug}/").status_code == 404
+    assert clients["engineer"].get(f"/api/knowledge-bases/{kb.slug}/").status_code == 200
+    assert CacheNamespace.objects.get(knowledge_base=kb).cache_epoch == epoch + 1
 
 
 def test_staff_creates_and_updates_kb(clients):

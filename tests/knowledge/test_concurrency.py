@@ -45,12 +45,11 @@ def test_concurrent_activations_leave_exactly_one_active_version(staff_user):
     assert kb.active_version == active[0]
     log = list(VersionActivation.objects.filter(knowledge_base=kb).order_by("id"))
     succeeded = [o for o in outcomes if isinstance(o, VersionActivation)]
-    assert len(log) == len(succeeded) >= 1
+    # The KB row lock serializes the two: both switch, one after the other, and nothing collides.
+    assert len(succeeded) == 2
+    assert len(log) == 2
     # The log is a consistent chain: each switch starts where the previous one ended.
     assert log[0].from_version is None
     for earlier, later in zip(log, log[1:]):
         assert later.from_version_id == earlier.to_version_id
     assert log[-1].to_version_id == kb.active_version_id
-    assert [o for o in outcomes if not isinstance(o, VersionActivation)] == [
-        o for o in outcomes if isinstance(o, DomainError)
-    ]

@@ -272,3 +272,30 @@ def test_epoch_cache_expires_so_other_processes_catch_up(kb, settings):
     assert epochs.current_epoch(kb_id=kb.pk) == (first, True)
     time.sleep(0.06)
     assert epochs.current_epoch(kb_id=kb.pk) == (first + 5, False)
+
+
+def test_retiring_an_old_version_keeps_documents_the_active_one_still_holds(kb_with_two_published_versions, staff_user, django_capture_on_commit_callbacks):
+    # given: v1's documents are all also in the active v2
+    kb = kb_with_two_published_versions
+    v1 = kb.versions.get(number=1)
+    shared = set(v1.documents.values_list("pk", flat=True))
+    # when
+    with django_capture_on_commit_callbacks(execute=True):
+        services.retire_version(version=v1, actor=staff_user)
+    # then
+    from knowledge.models import Document
+
+    assert set(Document.objects.filter(pk__in=shared).values_list("pk", flat=True)) == shared
+    assert set(ready_document_ids_of_active_version(kb_id=kb.pk)) >= shared
+
+
+def test_rollback_to_a_chosen_older_version_not_only_the_previous_one(kb_with_two_published_versions, staff_user):
+    # given: v1, v2 and now v3 have been published
+    kb = kb_with_two_published_versions
+    v3 = make_ready_version(kb)
+    services.activate_version(version=v3, actor=staff_user)
+    # when
+    services.rollback_version(kb=kb, actor=staff_user, to_version=kb.versions.get(number=1))
+    # then
+    kb.refresh_from_db()
+    assert kb.active_version.number == 1

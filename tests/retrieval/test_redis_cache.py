@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 from django.core.cache import cache
-
-from retrieval import cache as l2
 
 from .fakes import FakeRepository, FakeStore
 from .test_service import CHUNKS, Epochs, make_service, request
@@ -25,12 +24,15 @@ def redis_cache(settings):
         if os.environ.get("CI_REQUIRE_REDIS"):
             raise
         pytest.skip(f"Redis is not reachable at {REDIS_URL}")
+    # A prefix of our own instead of FLUSHDB: other runs may share this Redis database.
+    prefix = f"ragsite-test-{uuid.uuid4().hex}"
     settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "ragsite-test"}
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
     }
-    cache.clear()
     yield
-    cache.clear()
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)
 
 
 def test_candidates_and_embeddings_round_trip_through_redis(redis_cache):
@@ -59,4 +61,4 @@ def test_redis_outage_degrades_to_recomputation(settings):
     response = service.retrieve(request())
     # then
     assert response.results
-    assert l2.DjangoRetrievalCache().get("anything") is None
+    assert [e.hit for e in response.trace.cache.events if e.stage == "doc_retrieval"] == [False]

@@ -175,11 +175,25 @@ def test_facts_store_down_is_a_typed_error():
 
 
 def test_rerank_reorders_and_keeps_top_k():
-    # given: the reranker puts the last candidate first
-    response = make_service(reranker=FakeReranker()).retrieve(request(top_k=2, enable_rerank=True))
-    assert len(response.results) == 2
-    assert response.results[0].rerank_score == 1.0
+    # given: the fusion order of the top three candidates
+    fused = [r.chunk_id for r in make_service().retrieve(request(top_k=3, candidate_k=3)).results]
+    # when: the reranker puts them in the order 2, 0, 1
+    response = make_service(reranker=FakeReranker(order=[2, 0, 1])).retrieve(
+        request(top_k=2, candidate_k=3, enable_rerank=True)
+    )
+    # then
+    assert [r.chunk_id for r in response.results] == [fused[2], fused[0]]
+    assert [r.rerank_score for r in response.results] == [1.0, 0.9]
     assert response.results[0].score == response.results[0].rerank_score
+
+
+def test_candidates_the_reranker_did_not_score_keep_fusion_order_after_it():
+    fused = [r.chunk_id for r in make_service().retrieve(request(top_k=4, candidate_k=4)).results]
+    response = make_service(reranker=FakeReranker(order=[3])).retrieve(
+        request(top_k=4, candidate_k=4, enable_rerank=True)
+    )
+    assert [r.chunk_id for r in response.results] == [fused[3], fused[0], fused[1], fused[2]]
+    assert [r.rerank_score for r in response.results][1:] == [None, None, None]
 
 
 @pytest.mark.parametrize("bad", [[], [RerankScore(99, 1.0)], [RerankScore(0, 1.0), RerankScore(0, 0.9)]],
@@ -217,18 +231,19 @@ def test_parent_expansion_failure_keeps_the_hit():
 
 
 def test_cancellation_propagates_and_is_not_a_degradation():
-    # given: the caller goes away while the channels are running
-    cancel = threading.Event()
+    # given: channels that hang until the test releases them, and a caller that goes away
+    cancel, release = threading.Event(), threading.Event()
     store = FakeStore(CHUNKS)
-
-    def slow(kind):
-        cancel.set()
-        time.sleep(0.2)
-
-    store.before_search = slow
-    # when / then
-    with pytest.raises(RetrievalCancelled):
-        make_service(store=store).retrieve(request(), cancel=cancel)
+    store.before_search = lambda kind: release.wait(5)
+    threading.Timer(0.1, cancel.set).start()
+    # when / then: the service stops waiting at once instead of finishing the channels
+    started = time.perf_counter()
+    try:
+        with pytest.raises(RetrievalCancelled):
+            make_service(store=store).retrieve(request(), cancel=cancel)
+        assert time.perf_counter() - started < 1.0
+    finally:
+        release.set()
 
 
 def test_cancelled_before_start_touches_nothing_after_facts():
@@ -295,13 +310,32 @@ def test_cache_miss_then_hit_then_epoch_bump_misses():
     assert [e.hit for e in third.trace.cache.events if e.stage == "query_embedding"] == [True]
 
 
-def test_cache_keys_differ_by_parameters():
+@pytest.mark.parametrize("changes", [
+    {"question": "病假怎么请"},
+    {"top_k": 4},
+    {"candidate_k": 20},
+    {"mode": "sparse"},
+    {"document_ids": (10,)},
+    {"enable_rerank": True},
+    {"enable_query_rewrite": True},
+    {"enable_parent_expansion": True},
+    {"dynamic_top_k": True},
+], ids=lambda c: next(iter(c)))
+def test_cache_keys_differ_by_every_request_parameter(changes):
     epochs = Epochs()
-    store = FakeStore(CHUNKS)
-    service = make_service(store=store, epochs=epochs)
+    service = make_service(epochs=epochs)
     service.retrieve(request(top_k=3))
-    other = service.retrieve(request(top_k=4))
+    other = service.retrieve(request(**{"top_k": 3, **changes}))
     assert [e.hit for e in other.trace.cache.events if e.stage == "doc_retrieval"] == [False]
+
+
+def test_cache_keys_differ_by_version_and_visibility_scope():
+    epochs = Epochs()
+    repository = FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, other={30})
+    service = make_service(repository=repository, epochs=epochs)
+    service.retrieve(request())
+    repository.version = 2
+    assert [e.hit for e in service.retrieve(request()).trace.cache.events if e.stage == "doc_retrieval"] == [False]
 
 
 def test_cache_hit_is_refiltered_by_current_ready_facts():
@@ -312,7 +346,8 @@ def test_cache_hit_is_refiltered_by_current_ready_facts():
     repository.ready = {20}
     repository.other = {10, 30}
     response = service.retrieve(request(top_k=5))
-    assert {r.document_id for r in response.results} <= {20}
+    assert [e.hit for e in response.trace.cache.events if e.stage == "doc_retrieval"] == [True]
+    assert response.results and {r.document_id for r in response.results} == {20}
 
 
 def test_dynamic_top_k_cuts_at_the_rerank_cliff():
