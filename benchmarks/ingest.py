@@ -69,7 +69,7 @@ def raw_baseline(kb, document_ids_filter) -> dict:
     from pymilvus import DataType, MilvusClient
 
     from knowledge.models import Chunk
-    from retrieval.providers import get_embedder
+    from engines.providers import get_embedder
 
     texts = list(Chunk.objects.filter(document_id__in=document_ids_filter).values_list("content", flat=True))
     embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)

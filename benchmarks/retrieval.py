@@ -46,9 +46,9 @@ def build_corpus(size: int, *, chunks_per_document: int = 100, seed: int = 7):
     """A published KB with `size` chunks: rows in the database, vectors in Milvus."""
     from knowledge import services
     from knowledge.models import Chunk, Document, DocumentStatus
-    from retrieval.milvus_store import get_vector_store
-    from retrieval.ports import ChunkRecord
-    from retrieval.providers import get_embedder
+    from engines.milvus_store import get_vector_store
+    from engines.ports import ChunkRecord
+    from engines.providers import get_embedder
 
     rng = random.Random(seed + size)
     kb = services.create_knowledge_base(slug=f"bench-{size}", name=f"bench {size}", actor=None)
@@ -113,8 +113,8 @@ def measure(size: int, queries_count: int, top_k: int, candidate_k: int) -> dict
 
     from retrieval.contracts import RetrievalRequest
     from retrieval.factory import build_retrieval_service
-    from retrieval.milvus_store import get_vector_store
-    from retrieval.providers import get_embedder
+    from engines.milvus_store import get_vector_store
+    from engines.providers import get_embedder
 
     kb, texts, vectors, ids, build = build_corpus(size)
     queries = make_queries(texts, queries_count)

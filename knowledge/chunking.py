@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from knowledge.parsing.types import Block, Locator, ParsedImage, ParseResult
-from retrieval.tokens import count_tokens
+from engines.tokens import count_tokens
 
 _SENTENCE_END = re.compile(r"(?:[。！？；!?;]+|…+|\.(?=\s|$))[”’\"'」』）)\]】]*\s*")
 _LINE_END = re.compile(r"\n+")

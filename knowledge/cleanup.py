@@ -10,6 +10,9 @@ import logging
 
 from django.db import transaction
 
+from engines.milvus_store import get_vector_store
+from engines.ports import VectorStoreError
+
 from .models import Document, DocumentAsset
 
 logger = logging.getLogger(__name__)
@@ -61,9 +64,6 @@ def schedule_purge(document: Document) -> None:
 
 
 def delete_document_vectors(*, kb_id: int, document_id: int, embedding_model: str, dimension: int) -> None:
-    from retrieval.milvus_store import get_vector_store
-    from retrieval.ports import VectorStoreError
-
     try:
         get_vector_store(embedding_model=embedding_model, dimension=dimension).delete_document(
             kb_id=kb_id, document_id=document_id

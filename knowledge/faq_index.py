@@ -11,6 +11,10 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
+from engines.milvus_store import get_vector_store
+from engines.ports import FaqRecord
+from engines.providers import get_embedder
+
 # Record ids are faq_id * STRIDE + question index; this bounds similar questions per FAQ.
 RECORD_STRIDE = 1000
 MAX_QUESTIONS_PER_FAQ = 50
@@ -33,10 +37,6 @@ def schedule_faq_reindex(*, kb_id: int, faq_ids: Sequence[int]) -> None:
 
 def reindex_faqs(*, kb_id: int, faq_ids: Sequence[int]) -> int:
     """Bring the index of these FAQs in line with the database; returns records written."""
-    from retrieval.milvus_store import get_vector_store
-    from retrieval.ports import FaqRecord
-    from retrieval.providers import get_embedder
-
     from .models import FAQ, KnowledgeBase
 
     kb = KnowledgeBase.objects.get(pk=kb_id)

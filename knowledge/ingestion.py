@@ -22,6 +22,12 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from engines.milvus_store import get_vector_store
+from engines.ports import ChunkRecord, ProviderError, VectorStoreError
+from engines.providers import get_captioner, get_embedder
+from engines.providers.local import LocalCaptioner
+from engines.tokens import count_tokens
+
 from . import events
 from .cleanup import delete_asset_files_after_commit
 from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase
@@ -200,8 +206,6 @@ def _run(document: Document, timer: StageTimer) -> int:
 
 
 def _embedder_for(kb: KnowledgeBase):
-    from retrieval.providers import get_embedder
-
     try:
         embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
     except ImproperlyConfigured as exc:
@@ -237,9 +241,6 @@ def _read_original(document: Document) -> bytes:
 
 def _caption_images(parsed: ParseResult, drafts) -> dict[str, str]:
     """Caption the images that chunks refer to (vision model, or OCR + nearby text offline)."""
-    from retrieval.ports import ProviderError
-    from retrieval.providers import get_captioner
-
     wanted = {key for draft in drafts for key in draft.image_keys}
     if not wanted:
         return {}
@@ -249,8 +250,6 @@ def _caption_images(parsed: ParseResult, drafts) -> dict[str, str]:
         # No vision model configured: describe images offline (OCR + nearby text) rather than
         # failing every document that contains a picture.
         logger.warning("captioner not configured, using the local one: %s", exc)
-        from retrieval.providers.local import LocalCaptioner
-
         captioner = LocalCaptioner()
     captions: dict[str, str] = {}
     ocr_budget = settings.RAG_MAX_OCR_IMAGES_PER_DOCUMENT
@@ -290,8 +289,6 @@ def _image_chunk_content(draft, captions: dict[str, str]) -> str:
 
 
 def _embed(embedder, contents: list[str], kb: KnowledgeBase) -> list[list[float]]:
-    from retrieval.ports import ProviderError
-
     vectors: list[list[float]] = []
     try:
         for start in range(0, len(contents), EMBED_BATCH):
@@ -339,7 +336,6 @@ def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> 
         asset.save()
         asset_ids[image.key] = asset.pk
 
-    from retrieval.tokens import count_tokens
 
     chunks = Chunk.objects.bulk_create(
         [
@@ -364,9 +360,6 @@ def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> 
 
 
 def _index(kb: KnowledgeBase, document: Document, chunks: list[Chunk], vectors, *, replace: bool) -> None:
-    from retrieval.milvus_store import get_vector_store
-    from retrieval.ports import ChunkRecord, VectorStoreError
-
     try:
         store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
         if replace:

@@ -7,11 +7,13 @@ import logging
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from engines.milvus_store import get_vector_store
+from engines.ports import ProviderUnavailable, RerankScore
+from engines.providers import get_chat_model, get_embedder, get_reranker, get_rewriter
 from knowledge.access import access_knowledge_base
 from knowledge.epochs import current_epoch
 from knowledge.models import KnowledgeBase
 
-from .ports import ProviderUnavailable, RerankScore
 from .cache import DjangoRetrievalCache
 from .contracts import RetrievalMisconfigured, RetrievalRequest, RetrievalResponse
 from .repository import DjangoRepository
@@ -64,9 +66,6 @@ def retrieve_for_user(*, user, knowledge_base_id: str, question: str, **options)
 
 
 def _build(kb: KnowledgeBase) -> RetrievalService:
-    from .milvus_store import get_vector_store
-    from .providers import get_chat_model, get_embedder, get_reranker, get_rewriter
-
     # The local chat model is extractive: it cannot write a hypothetical answer, so HyDE is
     # reported as unavailable instead of failing on every request.
     hyde_model = None

@@ -41,7 +41,7 @@ from .contracts import (
 )
 from .dynamic_topk import cut_at_cliff
 from .fusion import FusedHit, RankedHit, reciprocal_rank_fusion
-from .ports import (
+from engines.ports import (
     ChatMessage,
     ChatModel,
     DocumentFilter,

@@ -13,17 +13,16 @@ import threading
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections
 
+from engines.milvus_store import get_vector_store
+from engines.ports import VectorStoreError
+from engines.providers import get_embedder
+from engines.tokens import count_tokens
+from knowledge.models import KnowledgeBase
+
 logger = logging.getLogger(__name__)
 
 
 def warm_up() -> None:
-    from knowledge.models import KnowledgeBase
-
-    from .milvus_store import get_vector_store
-    from .ports import VectorStoreError
-    from .providers import get_embedder
-    from .tokens import count_tokens
-
     count_tokens("预热")
     try:
         spaces = set(KnowledgeBase.objects.values_list("embedding_model", "embedding_dimension"))

@@ -44,7 +44,7 @@ def fresh_caches():
     """Process-wide caches outlive a test while ids and epochs restart: start every test clean."""
     from django.core.cache import cache
 
-    from retrieval.providers import clear_provider_cache
+    from engines.providers import clear_provider_cache
 
     cache.clear()
     yield
@@ -199,7 +199,7 @@ def milvus(settings, milvus_server):
 
     A fresh prefix per test keeps tests independent without restarting the server.
     """
-    from retrieval.milvus_store import reset_vector_store_cache
+    from engines.milvus_store import reset_vector_store_cache
 
     settings.MILVUS_URI = milvus_server
     settings.MILVUS_COLLECTION_PREFIX = f"t{next(_counter)}"

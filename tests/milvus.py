@@ -8,7 +8,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from retrieval.management.commands.milvus_server import LiteServer, LiteServerError
+from engines.management.commands.milvus_server import LiteServer, LiteServerError
 
 
 def start_milvus_lite(

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "django_eventstream",
     "django_tasks",
     "django_tasks_db",
+    "engines",
     "knowledge",
     "retrieval",
     "chat",

@@ -11,7 +11,7 @@ import knowledge.chunking
 from knowledge.chunking import ChunkDraft, chunk_document
 from knowledge.parsing import ParseLimits, parse_document
 from knowledge.parsing.types import BBox, Block, Locator, ParsedImage, ParseResult
-from retrieval.tokens import count_tokens
+from engines.tokens import count_tokens
 
 SENTENCE = "员工出差前需要在系统中提交申请并获得主管批准。"
 ENGLISH = "Travel must be approved by a manager before booking. "

@@ -6,7 +6,7 @@ import pytest
 
 from knowledge import services
 from knowledge.faq_index import record_id
-from retrieval.milvus_store import get_vector_store
+from engines.milvus_store import get_vector_store
 from tests.conftest import make_kb
 
 pytestmark = pytest.mark.django_db(transaction=True)

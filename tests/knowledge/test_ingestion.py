@@ -22,8 +22,8 @@ from knowledge.models import (
     KnowledgeBaseVersion,
     VersionStatus,
 )
-from retrieval.milvus_store import get_vector_store
-from retrieval.ports import DocumentFilter
+from engines.milvus_store import get_vector_store
+from engines.ports import DocumentFilter
 from tests.knowledge.parsing.factories import PdfText, build_pdf, zip_bomb
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -246,7 +246,7 @@ def test_retiring_the_last_version_holding_a_document_purges_it(kb, milvus, run_
 
 def test_vector_store_down_fails_the_document_with_a_clear_message(kb, settings, run_tasks, media_root):
     # given: nothing listens on this port
-    from retrieval.milvus_store import reset_vector_store_cache
+    from engines.milvus_store import reset_vector_store_cache
 
     settings.MILVUS_URI = "http://127.0.0.1:9"
     reset_vector_store_cache()
@@ -263,7 +263,7 @@ def test_vector_store_down_fails_the_document_with_a_clear_message(kb, settings,
 
 def test_retry_after_failure_succeeds(kb, milvus, run_tasks, media_root, settings, staff_user):
     # given: a document failed because the vector store was down
-    from retrieval.milvus_store import reset_vector_store_cache
+    from engines.milvus_store import reset_vector_store_cache
 
     real_uri = settings.MILVUS_URI
     settings.MILVUS_URI = "http://127.0.0.1:9"

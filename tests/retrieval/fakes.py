@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from retrieval.contracts import AssetRef, FactsUnavailable
-from retrieval.ports import (
+from engines.ports import (
     DocumentFilter,
     ProviderBadResponse,
     ProviderUnavailable,

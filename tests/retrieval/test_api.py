@@ -177,7 +177,7 @@ def test_facts_store_down_is_503_json(member_api, published_kb, monkeypatch):
 
 
 def test_vector_store_down_is_503_json(member_api, published_kb, settings):
-    from retrieval.milvus_store import reset_vector_store_cache
+    from engines.milvus_store import reset_vector_store_cache
 
     settings.MILVUS_URI = "http://127.0.0.1:9"
     reset_vector_store_cache()

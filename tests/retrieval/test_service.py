@@ -10,7 +10,7 @@ from django.core.cache import cache
 
 from retrieval.cache import DjangoRetrievalCache
 from retrieval.contracts import AllChannelsFailed, FactsUnavailable, RetrievalCancelled, RetrievalRequest
-from retrieval.ports import RerankScore, VectorHit
+from engines.ports import RerankScore, VectorHit
 from retrieval.service import RetrievalService
 
 from .fakes import FakeEmbedder, FakeRepository, FakeReranker, FakeRewriter, FakeStore, chunk

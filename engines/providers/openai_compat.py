@@ -5,7 +5,7 @@ failures, with delays that cannot be shortened. Retries follow the shared policy
 (`_common.RetryPolicy`): 429 and 5xx only, exponential backoff with jitter, the same as the
 DashScope adapters. Timeouts are the client's `timeout` option.
 
-Token counts use the Qwen tokenizer (`retrieval.tokens`); for servers running other model
+Token counts use the Qwen tokenizer (`engines.tokens`); for servers running other model
 families they are an approximation, so keep the limits below with some headroom.
 """
 
@@ -17,14 +17,14 @@ from typing import Any, TypeVar
 
 import openai
 
-from retrieval.ports import (
+from engines.ports import (
     ChatMessage,
     ProviderBadResponse,
     ProviderTimeout,
     ProviderUnavailable,
     RerankScore,
 )
-from retrieval.providers._common import (
+from engines.providers._common import (
     ConnectionSettings,
     RemoteAdapter,
     RerankLimits,

@@ -16,13 +16,13 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from pymilvus import DataType, MilvusClient
 
-from retrieval.milvus_store import (
+from engines.milvus_store import (
     MilvusVectorStore,
     _fit_utf8,
     get_vector_store,
     reset_vector_store_cache,
 )
-from retrieval.ports import (
+from engines.ports import (
     ChunkRecord,
     DocumentFilter,
     FaqRecord,
@@ -309,7 +309,7 @@ def test_content_longer_than_varchar_is_cut_at_a_character_boundary(store, raw_c
     content = "星河X3的退货说明。" + "很长的说明文字" * 4_300
 
     # when
-    with caplog.at_level(logging.WARNING, logger="retrieval.milvus_store"):
+    with caplog.at_level(logging.WARNING, logger="engines.milvus_store"):
         store.upsert_chunks([chunk(1, text=content)])
 
     # then

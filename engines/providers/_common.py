@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar
 
-from retrieval.ports import (
+from engines.ports import (
     ChatMessage,
     ProviderBadResponse,
     ProviderError,
@@ -28,9 +28,9 @@ from retrieval.ports import (
     ProviderUnavailable,
     RerankScore,
 )
-from retrieval.tokens import count_tokens
+from engines.tokens import count_tokens
 
-logger = logging.getLogger("retrieval.providers")
+logger = logging.getLogger("engines.providers")
 
 T = TypeVar("T")
 C = TypeVar("C")  # a provider's connection

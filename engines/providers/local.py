@@ -18,8 +18,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from retrieval.ports import ChatMessage, ProviderUnavailable, RerankScore
-from retrieval.tokens import count_tokens
+from engines.ports import ChatMessage, ProviderUnavailable, RerankScore
+from engines.tokens import count_tokens
 
 LOCAL_EMBEDDING_MODEL = "local-hash-lexical-v1"
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from retrieval.ports import (
+from engines.ports import (
     ProviderBadResponse,
     ProviderError,
     ProviderInputTooLarge,
@@ -15,15 +15,15 @@ from retrieval.ports import (
     ProviderTimeout,
     ProviderUnavailable,
 )
-from retrieval.providers._common import RerankLimits
-from retrieval.providers.openai_compat import (
+from engines.providers._common import RerankLimits
+from engines.providers.openai_compat import (
     OpenAICaptioner,
     OpenAIChatModel,
     OpenAIEmbedder,
     OpenAIReranker,
     OpenAIRewriter,
 )
-from retrieval.tokens import count_tokens
+from engines.tokens import count_tokens
 from tests.fakes.provider_server import (
     Answer,
     Embeddings,
@@ -33,7 +33,7 @@ from tests.fakes.provider_server import (
     Slow,
     fake_vector,
 )
-from tests.retrieval.providers.conftest import (
+from tests.engines.providers.conftest import (
     FAKE_API_KEY,
     QUESTION,
     assert_secret_free,

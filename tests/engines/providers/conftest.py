@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from retrieval.ports import ChatMessage
-from retrieval.providers._common import ConnectionSettings
+from engines.ports import ChatMessage
+from engines.providers._common import ConnectionSettings
 from tests.fakes.provider_server import FakeProviderServer
 
 # Never a real key: the tests check it reaches the server and nothing else.

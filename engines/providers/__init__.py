@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from retrieval.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker
-from retrieval.providers._common import ConnectionSettings
-from retrieval.providers.local import (
+from engines.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker
+from engines.providers._common import ConnectionSettings
+from engines.providers.local import (
     LOCAL_EMBEDDING_MODEL,
     ExtractiveChatModel,
     IdentityRewriter,
@@ -88,7 +88,7 @@ def _provider() -> str:
 def _connection_settings(provider: str) -> ConnectionSettings:
     """One provider's connection, shared by all its adapters."""
     if provider == "dashscope":
-        from retrieval.providers.dashscope import DEFAULT_BASE_URL
+        from engines.providers.dashscope import DEFAULT_BASE_URL
 
         api_key = _required("DASHSCOPE_API_KEY")
         base_url = _setting("DASHSCOPE_BASE_URL") or DEFAULT_BASE_URL
@@ -147,13 +147,13 @@ def get_embedder(model: str | None = None, dimension: int | None = None) -> Embe
         )
     connection = _connection_settings(provider)
     if provider == "dashscope":
-        from retrieval.providers.dashscope import DashScopeEmbedder
+        from engines.providers.dashscope import DashScopeEmbedder
 
         return _cached(
             _key("embedder", provider, model, dimension, connection),
             lambda: DashScopeEmbedder(model=model, dimension=dimension, connection=connection),
         )
-    from retrieval.providers.openai_compat import OpenAIEmbedder
+    from engines.providers.openai_compat import OpenAIEmbedder
 
     send_dimensions = bool(_setting("RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS", False))
     return _cached(
@@ -169,9 +169,9 @@ def get_reranker() -> Reranker:
     if provider == "local":
         return _cached(("reranker", "local"), LocalLexicalReranker)
     if provider == "dashscope":
-        from retrieval.providers.dashscope import DashScopeReranker as remote
+        from engines.providers.dashscope import DashScopeReranker as remote
     else:
-        from retrieval.providers.openai_compat import OpenAIReranker as remote
+        from engines.providers.openai_compat import OpenAIReranker as remote
     return _remote("reranker", provider, _model_setting("RAG_RERANK_MODEL", provider), remote)
 
 
@@ -180,9 +180,9 @@ def get_rewriter() -> QueryRewriter:
     if provider == "local":
         return _cached(("rewriter", "local"), IdentityRewriter)
     if provider == "dashscope":
-        from retrieval.providers.dashscope import DashScopeRewriter as remote
+        from engines.providers.dashscope import DashScopeRewriter as remote
     else:
-        from retrieval.providers.openai_compat import OpenAIRewriter as remote
+        from engines.providers.openai_compat import OpenAIRewriter as remote
     return _remote("rewriter", provider, _model_setting("RAG_REWRITE_MODEL", provider), remote)
 
 
@@ -191,9 +191,9 @@ def get_chat_model() -> ChatModel:
     if provider == "local":
         return _cached(("chat", "local"), ExtractiveChatModel)
     if provider == "dashscope":
-        from retrieval.providers.dashscope import DashScopeChatModel as remote
+        from engines.providers.dashscope import DashScopeChatModel as remote
     else:
-        from retrieval.providers.openai_compat import OpenAIChatModel as remote
+        from engines.providers.openai_compat import OpenAIChatModel as remote
     return _remote("chat", provider, _model_setting("RAG_CHAT_MODEL", provider), remote)
 
 
@@ -202,9 +202,9 @@ def get_captioner() -> Captioner:
     if provider == "local":
         return _cached(("captioner", "local"), LocalCaptioner)
     if provider == "dashscope":
-        from retrieval.providers.dashscope import DashScopeCaptioner as remote
+        from engines.providers.dashscope import DashScopeCaptioner as remote
     else:
-        from retrieval.providers.openai_compat import OpenAICaptioner as remote
+        from engines.providers.openai_compat import OpenAICaptioner as remote
     return _remote("captioner", provider, _model_setting("RAG_VISION_MODEL", provider), remote)
 
 

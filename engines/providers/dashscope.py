@@ -8,7 +8,7 @@ Limits used (from the Model Studio documentation, checked 2026): text-embedding-
 most 10 texts per call and 8,192 tokens per text (v1/v2: 25 and 2,048); qwen3-rerank takes at
 most 500 documents, 4,000 tokens per query or document and 120,000 tokens per request counted
 as query_tokens × documents + document_tokens (gte-rerank-v2: 30,000). Tokens are counted with
-the Qwen tokenizer the SDK ships (`retrieval.tokens`).
+the Qwen tokenizer the SDK ships (`engines.tokens`).
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import urllib3.exceptions
 from dashscope import Generation, MultiModalConversation, TextEmbedding, TextReRank
 from dashscope.common.error import DashScopeException
 
-from retrieval.ports import (
+from engines.ports import (
     ChatMessage,
     ProviderBadResponse,
     ProviderTimeout,
     ProviderUnavailable,
     RerankScore,
 )
-from retrieval.providers._common import (
+from engines.providers._common import (
     ConnectionSettings,
     RemoteAdapter,
     RerankLimits,

@@ -1,6 +1,6 @@
 """Small ports between the pipelines and whatever serves models and vectors.
 
-Adapters live in `retrieval/providers/` (models) and `retrieval/milvus_store.py` (vectors); which
+Adapters live in `engines/providers/` (models) and `engines/milvus_store.py` (vectors); which
 ones run is chosen in settings (`RAG_PROVIDER`, `MILVUS_URI`). Ports are synchronous: the
 retrieval service runs independent calls concurrently on a bounded thread pool.
 """

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from retrieval.ports import (
+from engines.ports import (
     ProviderBadResponse,
     ProviderError,
     ProviderInputTooLarge,
@@ -17,15 +17,15 @@ from retrieval.ports import (
     ProviderUnavailable,
     RerankScore,
 )
-from retrieval.providers._common import EMPTY_TEXT_PLACEHOLDER, RerankLimits
-from retrieval.providers.dashscope import (
+from engines.providers._common import EMPTY_TEXT_PLACEHOLDER, RerankLimits
+from engines.providers.dashscope import (
     DashScopeCaptioner,
     DashScopeChatModel,
     DashScopeEmbedder,
     DashScopeReranker,
     DashScopeRewriter,
 )
-from retrieval.tokens import count_tokens
+from engines.tokens import count_tokens
 from tests.fakes.provider_server import (
     Answer,
     Embeddings,
@@ -35,7 +35,7 @@ from tests.fakes.provider_server import (
     Slow,
     fake_vector,
 )
-from tests.retrieval.providers.conftest import (
+from tests.engines.providers.conftest import (
     FAKE_API_KEY,
     QUESTION,
     assert_secret_free,

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from retrieval.providers import (
+from engines.providers import (
     clear_provider_cache,
     get_captioner,
     get_chat_model,
@@ -15,20 +15,20 @@ from retrieval.providers import (
     get_reranker,
     get_rewriter,
 )
-from retrieval.providers.dashscope import (
+from engines.providers.dashscope import (
     DashScopeChatModel,
     DashScopeEmbedder,
     DashScopeReranker,
     DashScopeRewriter,
 )
-from retrieval.providers.local import (
+from engines.providers.local import (
     ExtractiveChatModel,
     IdentityRewriter,
     LocalCaptioner,
     LocalHashingEmbedder,
     LocalLexicalReranker,
 )
-from retrieval.providers.openai_compat import OpenAIChatModel, OpenAIEmbedder, OpenAIRewriter
+from engines.providers.openai_compat import OpenAIChatModel, OpenAIEmbedder, OpenAIRewriter
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.ports import (
+from engines.ports import (
     Captioner,
     ChatMessage,
     ChatModel,
@@ -21,7 +21,7 @@ from retrieval.ports import (
     QueryRewriter,
     Reranker,
 )
-from retrieval.providers.local import (
+from engines.providers.local import (
     ExtractiveChatModel,
     IdentityRewriter,
     LocalCaptioner,
@@ -124,7 +124,7 @@ def test_vectors_are_identical_in_another_process():
     embedder = LocalHashingEmbedder(dimension=128)
     text = "报销流程：提交发票，部门经理审批。"
     script = (
-        "import json;from retrieval.providers.local import LocalHashingEmbedder;"
+        "import json;from engines.providers.local import LocalHashingEmbedder;"
         f"print(json.dumps(LocalHashingEmbedder(dimension=128).embed_query({text!r})))"
     )
 

@@ -41,7 +41,7 @@ from pymilvus.exceptions import (
     MilvusUnavailableException,
 )
 
-from retrieval.ports import (
+from engines.ports import (
     ChunkRecord,
     DocumentFilter,
     FaqRecord,
