@@ -100,6 +100,20 @@ def access_asset(*, user: User | None, asset_id: int):
     raise NotFound(_("资源 %(id)s 不存在或无权访问。") % {"id": asset_id}, code="asset_not_found")
 
 
+def access_chunk(*, user: User | None, chunk_id: int):
+    """A chunk, readable when its document is readable (published, or the user manages)."""
+    from .models import Chunk
+
+    chunk = Chunk.objects.select_related("document__knowledge_base").filter(pk=chunk_id).first()
+    if chunk is not None:
+        kb = chunk.document.knowledge_base
+        if can_read_knowledge_base(user, kb) and (
+            is_manager(user) or published_documents(Document.objects.filter(pk=chunk.document_id), kb).exists()
+        ):
+            return chunk
+    raise NotFound(_("分块 %(id)s 不存在或无权访问。") % {"id": chunk_id}, code="chunk_not_found")
+
+
 def access_faq(*, user: User | None, kb_id: str, faq_id: int, manage: bool = False) -> FAQ:
     kb = access_knowledge_base(user=user, kb_id=kb_id, manage=manage)
     faqs = FAQ.objects.filter(knowledge_base=kb, pk=faq_id)

@@ -14,6 +14,7 @@ from engines.milvus_store import get_vector_store
 from engines.ports import VectorStoreError
 
 from .models import Document, DocumentAsset
+from .previews import delete_document_previews
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ def schedule_purge(document: Document) -> None:
             storage.delete(original)
         except OSError as exc:
             logger.warning("could not delete %s of document %s: %s", original, document_id, exc)
+        # Previews are per document (their folder is named by its id): nothing else shares them.
+        delete_document_previews(kb_id=kb_id, document_id=document_id)
         delete_document_vectors(
             kb_id=kb_id, document_id=document_id, embedding_model=model, dimension=dimension
         )

@@ -28,7 +28,7 @@ else:
 
 # Bump when the cached shape or the chunking scheme changes: old entries become unreachable.
 CHUNK_SCHEMA_VERSION = "chunks-v1"
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2  # 2: results carry preview_url
 
 
 def _digest(parts: dict[str, Any]) -> str:

@@ -67,6 +67,8 @@ class RetrievalResult:
     parent_id: str
     fusion_score: float | None = None
     rerank_score: float | None = None
+    # The chunk's PDF region as a PNG (`GET /api/chunks/{id}/preview`); None when there is none.
+    preview_url: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -182,8 +184,10 @@ class FaqHit:
     question: str  # the standard question
     matched_question: str  # the phrasing that matched (standard or similar)
     answer: str
-    score: float
+    score: float  # lexical similarity of the user question to `matched_question`, in [0, 1]
     rank_sources: tuple[str, ...] = field(default_factory=tuple)
+    exact: bool = False  # equal to one of the FAQ's phrasings after normalisation
+    source_tag: str = ""
 
 
 # --- errors -------------------------------------------------------------------------------------

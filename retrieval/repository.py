@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from knowledge.models import Chunk, Document, DocumentAsset, KnowledgeBase
+from knowledge.previews import has_preview
 from knowledge.selectors import ready_documents_of_active_version
 
 from .contracts import AssetRef, FactsUnavailable
@@ -45,6 +46,7 @@ class ChunkRow:
     content: str
     token_count: int
     asset_ids: tuple[int, ...]
+    preview_url: str | None = None
 
 
 class Repository(Protocol):
@@ -59,7 +61,7 @@ class Repository(Protocol):
 
 _CHUNK_FIELDS = (
     "id", "document_id", "document__title", "ordinal", "parent_id", "heading_path", "locator",
-    "content_type", "content", "token_count", "asset_ids",
+    "content_type", "content", "token_count", "asset_ids", "bboxes", "document__file_type",
 )
 
 
@@ -76,6 +78,11 @@ def _row(values: dict) -> ChunkRow:
         content=values["content"],
         token_count=values["token_count"],
         asset_ids=tuple(values["asset_ids"] or ()),
+        preview_url=(
+            reverse("chunk-preview", args=[values["id"]])
+            if has_preview(file_type=values["document__file_type"], bboxes=values["bboxes"])
+            else None
+        ),
     )
 
 

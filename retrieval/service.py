@@ -439,6 +439,7 @@ class RetrievalService:
                     parent_id=row.parent_id,
                     fusion_score=round(fusion_score, 6),
                     rerank_score=None if rerank_score is None else round(rerank_score, 6),
+                    preview_url=row.preview_url,
                 )
             )
         return tuple(results)

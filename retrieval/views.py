@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import FileResponse, HttpRequest
+from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
@@ -13,8 +13,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from knowledge.access import access_asset
+from knowledge.access import access_asset, access_chunk
 from knowledge.models import KnowledgeBase
+from knowledge.previews import render_chunk_preview
 from ragsite.errors import DomainError, NotFound
 
 from .contracts import RetrievalError, RetrievalResponse
@@ -60,6 +61,21 @@ class AssetBytesView(APIView):
         except OSError as exc:  # the row exists but storage lost the bytes
             raise NotFound(_("资源 %(id)s 的图片文件已丢失。") % {"id": asset_id}, code="asset_file_missing") from exc
         response = FileResponse(handle, content_type="image/jpeg")
+        response["Cache-Control"] = "private, max-age=3600"
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
+
+
+class ChunkPreviewView(APIView):
+    """The PDF region a chunk came from, highlighted, so a citation opens exactly its evidence."""
+
+    @extend_schema(
+        summary="Chunk preview (PNG of its PDF region)",
+        responses={(200, "image/png"): bytes, 404: dict, 422: dict},
+    )
+    def get(self, request: Request, chunk_id: int) -> HttpResponse:
+        chunk = access_chunk(user=request.user, chunk_id=chunk_id)
+        response = HttpResponse(render_chunk_preview(chunk), content_type="image/png")
         response["Cache-Control"] = "private, max-age=3600"
         response["X-Content-Type-Options"] = "nosniff"
         return response
