@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from django.db.models import QuerySet
 
 from .models import (
+    Chunk,
     Document,
     DocumentStatus,
     KnowledgeBase,
@@ -64,3 +65,11 @@ def previous_active_version(*, kb: KnowledgeBase) -> KnowledgeBaseVersion | None
     if activation.from_version.status != VersionStatus.READY:
         return None
     return activation.from_version
+
+
+def chunk_contents(*, chunk_ids: Iterable[int]) -> dict[int, str]:
+    """The own text of these chunks (one query), e.g. to place a cited sentence in its chunk."""
+    ids = list(set(chunk_ids))
+    if not ids:
+        return {}
+    return dict(Chunk.objects.filter(pk__in=ids).values_list("pk", "content"))

@@ -16,7 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser, Group
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import F, Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -614,6 +614,18 @@ def delete_faq(*, faq: FAQ, actor: Actor) -> None:
     kb_id, faq_id = faq.knowledge_base_id, faq.pk
     faq.delete()
     _faq_changed(kb_id=kb_id, faq_ids=[faq_id])
+
+
+@transaction.atomic
+def record_faq_hits(*, faq_ids: Sequence[int]) -> int:
+    """Count a direct answer by each FAQ (an atomic increment: concurrent answers all count)."""
+    ids = [int(i) for i in faq_ids]
+    if not ids:
+        return 0
+    updated = 0
+    for faq_id in ids:
+        updated += FAQ.objects.filter(pk=faq_id).update(hit_count=F("hit_count") + 1)
+    return updated
 
 
 def _clean_similar_questions(values: Sequence[str], question: str) -> list[str]:

@@ -1,3 +1,9 @@
-"""WebSocket routes. The chat consumer registers here when the chat app provides it."""
+"""WebSocket routes (Channels)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from chat.consumers import ChatConsumer
+
+websocket_urlpatterns = [
+    path("ws/chat/", ChatConsumer.as_asgi()),
+]

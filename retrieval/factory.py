@@ -16,8 +16,9 @@ from knowledge.models import KnowledgeBase
 
 from .cache import DjangoRetrievalCache
 from .contracts import RetrievalMisconfigured, RetrievalRequest, RetrievalResponse
+from .faqs import FaqRetrieval
 from .repository import DjangoRepository
-from .service import RetrievalService
+from .service import RetrievalService, channel_pool
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,23 @@ def build_retrieval_service(kb: KnowledgeBase) -> RetrievalService:
         return _build(kb)
     except ImproperlyConfigured as exc:
         logger.error("retrieval for knowledge base %s is misconfigured: %s", kb.slug, exc)
+        raise RetrievalMisconfigured(
+            "该知识库的检索服务配置不可用（向量模型或向量库设置与部署不一致），请联系管理员。"
+        ) from exc
+
+
+def build_faq_retrieval(kb: KnowledgeBase) -> FaqRetrieval:
+    """FAQ retrieval in the knowledge base's embedding space, with the same cache and pool."""
+    try:
+        return FaqRetrieval(
+            embedder=get_embedder(kb.embedding_model, kb.embedding_dimension),
+            store=get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension),
+            executor=channel_pool(),
+            cache=DjangoRetrievalCache(),
+            epochs=lambda kb_id: current_epoch(kb_id=kb_id),
+        )
+    except ImproperlyConfigured as exc:
+        logger.error("FAQ retrieval for knowledge base %s is misconfigured: %s", kb.slug, exc)
         raise RetrievalMisconfigured(
             "该知识库的检索服务配置不可用（向量模型或向量库设置与部署不一致），请联系管理员。"
         ) from exc

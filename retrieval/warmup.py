@@ -13,6 +13,7 @@ import threading
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections
 
+from engines import lexical
 from engines.milvus_store import get_vector_store
 from engines.ports import VectorStoreError
 from engines.providers import get_embedder
@@ -24,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 def warm_up() -> None:
     count_tokens("预热")
+    lexical.warm_up()  # jieba's IDF table, read by the relevance floor of every question
     try:
         spaces = set(KnowledgeBase.objects.values_list("embedding_model", "embedding_dimension"))
         for model, dimension in spaces:

@@ -250,6 +250,13 @@ RAG_RETRIEVAL_THREADS = env.int("RAG_RETRIEVAL_THREADS", default=8)
 RAG_CACHE_EMBEDDING_TTL_SECONDS = env.int("RAG_CACHE_EMBEDDING_TTL_SECONDS", default=24 * 3600)
 RAG_CACHE_CANDIDATES_TTL_SECONDS = env.int("RAG_CACHE_CANDIDATES_TTL_SECONDS", default=600)
 
+# Answering: threads that run chat turns (each streaming answer holds one while it runs) and
+# the rules file for routing, FAQ thresholds and context budgets.
+RAG_CHAT_THREADS = env.int("RAG_CHAT_THREADS", default=32)
+RAG_CHAT_RULES_FILE = env("RAG_CHAT_RULES_FILE", default=str(BASE_DIR / "chat" / "rules.toml"))
+# Admin: traces of questions that took at least this long (ms) are listed as slow (慢请求).
+RAG_SLOW_TRACE_MS = env.int("RAG_SLOW_TRACE_MS", default=3000)
+
 RAG_MAX_SHEET_ROWS = env.int("RAG_MAX_SHEET_ROWS", default=200_000)
 RAG_PARSE_MAX_MEMBER_BYTES = env.int("RAG_PARSE_MAX_MEMBER_BYTES", default=100 * 1024 * 1024)
 RAG_OCR_ENABLED = env.bool("RAG_OCR_ENABLED", default=True)

@@ -1,0 +1,30 @@
+"""Permission-checked fetches of chat data: a conversation is its owner's alone."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.utils.translation import gettext as _
+
+from knowledge.access import can_read_knowledge_base
+from ragsite.errors import NotFound
+
+from .contracts import Requester
+from .models import Conversation
+from .selectors import owned_conversations
+
+
+def access_conversation(*, requester: Requester, conversation_id: uuid.UUID | str) -> Conversation:
+    """The requester's own conversation on a knowledge base they may still read, or NotFound
+    (another user's conversation is reported as missing, not forbidden)."""
+    try:
+        key = uuid.UUID(str(conversation_id))
+    except ValueError:
+        key = None
+    conversation = (
+        owned_conversations(requester=requester).select_related("knowledge_base").filter(pk=key).first()
+        if key is not None else None
+    )
+    if conversation is None or not can_read_knowledge_base(requester.user, conversation.knowledge_base):
+        raise NotFound(_("会话 %(id)s 不存在或无权访问。") % {"id": conversation_id}, code="conversation_not_found")
+    return conversation

@@ -1,0 +1,172 @@
+"""`ws/chat/` — seed 003 §7 events over a WebSocket: `start`, `status`, `token`, `end`, `error`.
+
+One socket serves many turns, one at a time. The client sends
+`{"type": "question", "knowledge_base_id": …, "question": …, "conversation_id"?: …, options…}`
+(a bare object without `type` is a question too) and may send `{"type": "cancel"}` to stop the
+turn in progress. An error ends the turn with an `error` event, never the socket. Access rules
+are those of HTTP: the session's user (anonymous readers: public knowledge bases, conversations
+owned by their session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from asgiref.sync import sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth.models import AnonymousUser
+from django.utils.translation import gettext as _
+
+from ragsite.errors import DomainError
+from retrieval.contracts import RetrievalError
+
+from .contracts import GenerationFailed, Requester, TurnCancelled
+from .pipeline.events import Delta, Evidence, Finished, Started, Status
+from .pipeline.rag import GENERATION_FAILED
+from .serializers import ChatRequestInput
+from .streaming import TurnRunner
+
+logger = logging.getLogger(__name__)
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        self.turn: asyncio.Task | None = None
+        self.runner: TurnRunner | None = None
+        await self.accept()
+
+    async def disconnect(self, code) -> None:
+        await self._cancel_turn()
+
+    async def receive_json(self, content, **kwargs) -> None:
+        if not isinstance(content, dict):
+            await self._error(_("消息必须是 JSON 对象。"), code="invalid_json")
+            return
+        kind = content.get("type", "question")
+        if kind == "cancel":
+            await self._cancel_turn()
+            return
+        if kind != "question":
+            await self._error(_("未知的消息类型：%(type)s") % {"type": kind}, code="invalid_request")
+            return
+        if self.turn is not None and not self.turn.done():
+            await self._error(_("上一个问题还在回答中，请稍候或先取消。"), code="turn_in_progress")
+            return
+        body = {k: v for k, v in content.items() if k != "type"}
+        self.turn = asyncio.create_task(self._run_turn(body))
+
+    async def decode_json(self, text_data):
+        try:
+            return await super().decode_json(text_data)
+        except ValueError:
+            return None
+
+    # --- one turn ---------------------------------------------------------------------------
+
+    async def _run_turn(self, body: dict) -> None:
+        prepared = await sync_to_async(self._validate)(body)
+        if isinstance(prepared, DomainError):
+            await self._error(str(prepared.message), code=prepared.code)
+            return
+        query, requester = prepared
+        runner = TurnRunner(query=query, requester=requester).start()
+        self.runner = runner
+        session_id = ""
+        trace_id = ""
+        try:
+            while True:
+                outcome = await runner.next()
+                if outcome.kind == "done":
+                    return
+                if outcome.kind == "error":
+                    await self._turn_error(outcome.value, session_id=session_id, trace_id=trace_id)
+                    return
+                event = outcome.value
+                if isinstance(event, Started):
+                    session_id, trace_id = str(event.conversation_id), str(event.trace_id)
+                    await self.send_json({
+                        "type": "start", "session_id": session_id, "trace_id": trace_id,
+                        "knowledge_base_id": event.kb_id, "knowledge_base_name": event.kb_name,
+                        "data_scope": event.data_scope, "kb_version": event.kb_version,
+                    })
+                elif isinstance(event, Status):
+                    await self.send_json({"type": "status", "session_id": session_id, "stage": event.stage,
+                                          "message": event.message})
+                elif isinstance(event, Evidence) and event.citations:
+                    await self.send_json({"type": "status", "session_id": session_id, "stage": "evidence",
+                                          "message": _("已找到 %(n)s 条依据。") % {"n": len(event.citations)}})
+                elif isinstance(event, Delta):
+                    await self.send_json({"type": "token", "session_id": session_id, "token": event.text})
+                elif isinstance(event, Finished):
+                    await self.send_json(_end_event(event, session_id=session_id))
+        except asyncio.CancelledError:
+            runner.cancel()
+            raise
+        finally:
+            if self.runner is runner:
+                self.runner = None
+
+    def _validate(self, body: dict):
+        serializer = ChatRequestInput(data=body)
+        try:
+            if not serializer.is_valid():
+                field, errors = next(iter(serializer.errors.items()))
+                return DomainError(f"{field}: {errors[0]}", code="invalid_request")
+        except DomainError as exc:
+            return exc
+        return serializer.to_query(), self._requester()
+
+    def _requester(self) -> Requester:
+        user = self.scope.get("user") or AnonymousUser()
+        if user.is_authenticated:
+            return Requester(user=user)
+        session = self.scope.get("session")
+        return Requester(user=AnonymousUser(), session_key=(session.session_key or "") if session else "")
+
+    async def _cancel_turn(self) -> None:
+        if self.runner is not None:
+            self.runner.cancel()
+        if self.turn is not None and not self.turn.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self.turn), timeout=5)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self.turn.cancel()
+
+    async def _turn_error(self, exc: BaseException, *, session_id: str, trace_id: str) -> None:
+        if isinstance(exc, TurnCancelled):
+            await self.send_json({"type": "error", "session_id": session_id, "trace_id": trace_id,
+                                  "code": "cancelled", "error": _("已停止回答。")})
+            return
+        if isinstance(exc, GenerationFailed):
+            message, code = str(exc.message), exc.code
+        elif isinstance(exc, (DomainError, RetrievalError)):
+            message, code = str(exc.message), exc.code
+        else:
+            logger.error("chat turn failed: %s", type(exc).__name__)
+            message, code = _(GENERATION_FAILED), "internal_error"
+        await self.send_json({"type": "error", "session_id": session_id, "trace_id": trace_id,
+                              "code": code, "error": message})
+
+    async def _error(self, message: str, *, code: str) -> None:
+        await self.send_json({"type": "error", "session_id": "", "trace_id": "", "code": code, "error": message})
+
+
+def _end_event(event: Finished, *, session_id: str) -> dict:
+    result = event.result
+    retrieval = result.retrieval
+    return {
+        "type": "end",
+        "session_id": session_id,
+        "hit_type": result.hit_type,
+        "route": result.route,
+        "answer": result.answer,
+        "sources": retrieval.get("sources", []),
+        "citations": [c.as_dict() for c in result.citations],
+        "answer_confidence": result.answer_confidence,
+        "intent": result.intent.as_dict(),
+        "retrieval": retrieval,
+        "processing_time": round((retrieval.get("total_elapsed_ms") or 0) / 1000, 3),
+        "trace_id": str(result.trace_id),
+        "message_id": result.assistant_message_id,
+    }

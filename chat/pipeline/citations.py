@@ -1,0 +1,170 @@
+"""Citations (seed 000 §7, seed 003 §5), built from the selected evidence — never parsed from
+what the model wrote — plus the supporting sentence of each answer line.
+
+`build_citations` runs before generation: one citation per context item, numbered like the
+context, each with the sentence that best covers the question (`line = -1`), so a client can
+show sources while the answer streams. `attach_support` runs after: for every answer line that
+cites `[来源 N]` it finds the sentence of source N that the line quotes (exact) or best covers
+(lexically), as a span of the chunk it lies in (a Small2Big context spans several chunks) and of
+the citation's `text`. A reader then lands on that sentence, not on the whole chunk.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+
+from chat.contracts import Citation, SupportSpan
+from engines.lexical import content_terms, coverage
+
+from .confidence import fact_units
+from .context import ContextItem, locator_label
+
+_CITATION = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
+_IMAGE = re.compile(r"!\[[^\]\n]*\]\(asset://\d+\)")
+_SENTENCE = re.compile(r"[^。！？!?；;\n]+[。！？!?；;]*")
+
+
+def build_citations(items: tuple[ContextItem, ...], *, question: str) -> tuple[Citation, ...]:
+    terms = content_terms(question)
+    citations = []
+    for item in items:
+        span = _best_sentence(item.text, terms)
+        spans = (
+            (SupportSpan(line=-1, chunk_id=None, start=-1, end=-1, text_start=span[0], text_end=span[1],
+                         text=item.text[span[0]:span[1]]),)
+            if span else ()
+        )
+        if item.kind == "faq":
+            citations.append(
+                Citation(
+                    number=item.number, kind="faq", title=item.faq.question, text=item.text,
+                    score=item.faq.score, relevance=round(item.relevance.score, 4),
+                    faq_id=item.faq.faq_id, content_type="faq", spans=spans,
+                )
+            )
+            continue
+        result = item.result
+        citations.append(
+            Citation(
+                number=item.number, kind="chunk", title=result.document_title, text=item.text,
+                score=result.score, relevance=round(item.relevance.score, 4),
+                chunk_id=result.chunk_id, document_id=result.document_id, locator=dict(result.locator),
+                locator_label=locator_label(result.locator), heading_path=tuple(result.heading_path),
+                content_type=result.content_type, context_chunk_ids=tuple(result.context_chunk_ids),
+                preview_url=getattr(result, "preview_url", None),
+                assets=tuple(a.as_dict() for a in result.assets), spans=spans,
+            )
+        )
+    return tuple(citations)
+
+
+def faq_citation(hit, *, number: int = 1) -> Citation:
+    """The one source of a FAQ answered directly: the curated answer itself."""
+    text = f"常见问题：{hit.question}\n标准答案：{hit.answer}"
+    start = text.index("标准答案：") + len("标准答案：")
+    return Citation(
+        number=number, kind="faq", title=hit.question, text=text, score=hit.score,
+        relevance=hit.score, faq_id=hit.faq_id, content_type="faq", cited=True,
+        spans=(SupportSpan(line=0, chunk_id=None, start=-1, end=-1, text_start=start, text_end=len(text),
+                           text=text[start:]),),
+    )
+
+
+def attach_support(
+    citations: tuple[Citation, ...], *, answer: str, chunk_texts: Mapping[int, str]
+) -> tuple[Citation, ...]:
+    """Citations with the spans that support each answer line citing them, and `cited` set."""
+    by_number = {c.number: c for c in citations}
+    spans: dict[int, list[SupportSpan]] = {c.number: [] for c in citations}
+    body = answer.split("\n\n参考来源：")[0]
+    for line_index, unit in enumerate(fact_units(body)):
+        numbers = [int(n) for n in _CITATION.findall(unit)]
+        if not numbers:
+            continue
+        claim = _IMAGE.sub("", _CITATION.sub("", unit)).strip()
+        pieces = [row for row in claim.splitlines() if row.strip()] or [claim]
+        for number in dict.fromkeys(numbers):
+            citation = by_number.get(number)
+            if citation is None:
+                continue
+            for piece in pieces:
+                span = _support_span(citation, piece, line_index, chunk_texts)
+                if span is not None and span not in spans[number]:
+                    spans[number].append(span)
+    updated = []
+    for citation in citations:
+        found = spans[citation.number]
+        if found:
+            updated.append(replace(citation, spans=tuple(found), cited=True))
+        else:
+            updated.append(citation)
+    return tuple(updated)
+
+
+def reference_tail(citations: tuple[Citation, ...], *, limit: int) -> str:
+    """Seed 003 §5: an answer without inline citations gets its top sources listed at the end
+    (it does not count as inline citation in the verification)."""
+    if not citations:
+        return ""
+    refs = "；".join(f"[来源 {c.number}](citation://{c.number}) {c.title}" for c in citations[:limit])
+    return f"\n\n参考来源：{refs}"
+
+
+# --- spans --------------------------------------------------------------------------------------
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for match in _SENTENCE.finditer(text):
+        start, end = match.start(), match.end()
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end - start >= 2:
+            spans.append((start, end))
+    return spans
+
+
+def _best_sentence(text: str, terms: list[str]) -> tuple[int, int] | None:
+    best, best_score = None, 0.0
+    for start, end in _sentences(text):
+        score = coverage(terms, text[start:end]).score if terms else 0.0
+        if score > best_score:
+            best, best_score = (start, end), score
+    return best
+
+
+def _support_span(citation: Citation, claim: str, line: int, chunk_texts: Mapping[int, str]) -> SupportSpan | None:
+    text = citation.text
+    claim = claim.strip().strip("|").strip() if claim.startswith("|") else claim.strip()
+    position = text.find(claim) if len(claim) >= 2 else -1
+    if position >= 0:
+        bounds = (position, position + len(claim))
+    else:
+        bounds = _best_sentence(text, content_terms(claim))
+        if bounds is None:
+            return None
+    sentence = text[bounds[0]:bounds[1]]
+    chunk_id, start, end = _in_chunk(citation, sentence, chunk_texts)
+    return SupportSpan(
+        line=line, chunk_id=chunk_id, start=start, end=end,
+        text_start=bounds[0], text_end=bounds[1], text=sentence,
+    )
+
+
+def _in_chunk(citation: Citation, sentence: str, chunk_texts: Mapping[int, str]) -> tuple[int | None, int, int]:
+    """Which chunk of the citation's context holds the sentence, and where."""
+    if citation.kind != "chunk":
+        return None, -1, -1
+    order = [citation.chunk_id, *[i for i in citation.context_chunk_ids if i != citation.chunk_id]]
+    for chunk_id in order:
+        content = chunk_texts.get(chunk_id)
+        if content is None:
+            continue
+        position = content.find(sentence)
+        if position >= 0:
+            return chunk_id, position, position + len(sentence)
+    return citation.chunk_id, -1, -1

@@ -1,0 +1,277 @@
+"""`answer_confidence` (seed 003 §4.2), exactly as specified there.
+
+1. `calculate_evidence_confidence` before generation, per answer path:
+
+   | path                         | score                                                          |
+   |------------------------------|----------------------------------------------------------------|
+   | deterministic direct answer  | 0.78 + 0.18 × intent_decision_score                            |
+   | FAQ exact (standard question)| 0.95                                                           |
+   | FAQ similarity direct answer | 0.55 + 0.35 × nrs + 0.08 × intent_decision_score               |
+   | insufficient context         | 0.12 + 0.15 × nrs                                              |
+   | document RAG                 | 0.20 + 0.45 × nrs + min(context_count, 4) × 0.06               |
+   |                              |      + min(source_count, 3) × 0.04 + 0.12 × intent_decision_score |
+
+   with nrs = normalized_retrieval_score (≤ 0 → 0, (0, 1] as is, > 1 → 1 − 1/(1 + s)). Document RAG
+   loses 0.05 when it relied on a history rewrite, 0.08 with fewer than 2 context items and
+   0.04 when the decision score is below 0.70; with no context its score is capped at 0.35.
+2. `calculate_generation_confidence` after generation, on the final answer text (the appended
+   "参考来源：" tail is not an inline citation and is removed first).
+3. `combine_answer_confidence`: min(evidence, generation) — generation `not_applicable` keeps the
+   evidence score. Levels: high ≥ 0.82, medium ≥ 0.55, low.
+
+`retrieval_top_score` is the relevance of the best evidence on the provider-independent lexical
+scale of `engines.lexical` (FAQ similarity, or question coverage of a document), in [0, 1]:
+fusion scores are rank-based and say nothing absolute.
+
+Generation verification (the seed names the signals, not the formula; ours):
+score = 0.25 + 0.45 × citation_coverage + 0.30 × context_overlap − 0.10 per removed invalid
+citation (at most 3), clamped to [0, 1]; `verified` when coverage ≥ 0.8, overlap ≥ 0.7 and no
+invalid citation, `failed` when the answer is empty, declines, or scores below 0.45, else
+`partial`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+from engines.lexical import content_terms, coverage, normalise
+
+HIGH = 0.82
+MEDIUM = 0.55
+
+_CITATION = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
+_IMAGE = re.compile(r"!\[[^\]\n]*\]\(asset://\d+\)")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
+
+
+def level_of(score: float) -> str:
+    if score >= HIGH:
+        return "high"
+    if score >= MEDIUM:
+        return "medium"
+    return "low"
+
+
+def label_of(level: str) -> str:
+    return {"high": _("高"), "medium": _("中"), "low": _("低")}[level]
+
+
+def normalized_retrieval_score(score: float) -> float:
+    if score <= 0:
+        return 0.0
+    if score <= 1:
+        return float(score)
+    return 1 - 1 / (1 + score)
+
+
+def _clamp(value: float) -> float:
+    return max(0.0, min(1.0, value))
+
+
+@dataclass(frozen=True)
+class EvidenceConfidence:
+    score: float
+    reasons: tuple[str, ...]
+    signals: dict[str, Any]
+
+
+def calculate_evidence_confidence(
+    *,
+    hit_type: str,
+    retrieval_top_score: float,
+    context_count: int,
+    source_count: int,
+    intent_rule_score: float,
+    intent_decision_score: float,
+    history_rewrite_used: bool,
+) -> EvidenceConfidence:
+    nrs = normalized_retrieval_score(retrieval_top_score)
+    reasons: list[str] = []
+    if hit_type == "direct_answer":
+        score = 0.78 + 0.18 * intent_decision_score
+        reasons.append("deterministic_direct_answer")
+    elif hit_type == "faq_exact":
+        score = 0.95
+        reasons.append("faq_exact_match")
+    elif hit_type == "faq_direct":
+        score = 0.55 + 0.35 * nrs + 0.08 * intent_decision_score
+        reasons.append("faq_similarity_match")
+    elif hit_type == "insufficient_context":
+        score = 0.12 + 0.15 * nrs
+        reasons.append("insufficient_context")
+    else:
+        score = (
+            0.20 + 0.45 * nrs + min(context_count, 4) * 0.06 + min(source_count, 3) * 0.04
+            + 0.12 * intent_decision_score
+        )
+        reasons.append("rag_with_context" if context_count else "rag_without_context")
+        if history_rewrite_used:
+            score -= 0.05
+            reasons.append("history_rewrite_used")
+        if context_count < 2:
+            score -= 0.08
+            reasons.append("few_context_items")
+        if intent_decision_score < 0.70:
+            score -= 0.04
+            reasons.append("low_intent_decision_score")
+        if context_count == 0:
+            score = min(score, 0.35)
+    score = round(_clamp(score), 4)
+    return EvidenceConfidence(
+        score=score,
+        reasons=tuple(reasons),
+        signals={
+            "retrieval_top_score": round(retrieval_top_score, 4),
+            "normalized_retrieval_score": round(nrs, 4),
+            "context_count": context_count,
+            "source_count": source_count,
+            "intent_rule_score": intent_rule_score,
+            "intent_decision_score": intent_decision_score,
+            "history_rewrite_used": history_rewrite_used,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class GenerationVerification:
+    score: float
+    status: str  # verified | partial | failed | not_applicable
+    reasons: tuple[str, ...]
+    signals: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "signals": dict(self.signals),
+        }
+
+
+NOT_APPLICABLE = GenerationVerification(1.0, "not_applicable", ("no_generation",), {})
+
+
+def fact_units(answer: str) -> list[str]:
+    """Lines of the answer that state something: table blocks count once (with the marker that
+    follows them), image lines and table rules not at all."""
+    units: list[str] = []
+    table: list[str] = []
+    for raw in answer.splitlines():
+        line = raw.strip()
+        if line.startswith("|"):
+            if not _TABLE_RULE.match(line.strip("|").strip()):
+                table.append(line)
+            continue
+        if table:
+            if line and not _CITATION.sub("", line).strip():
+                units.append("\n".join(table) + line)
+                table = []
+                continue
+            units.append("\n".join(table))
+            table = []
+        if not line or not _IMAGE.sub("", line).strip():
+            continue
+        units.append(line)
+    if table:
+        units.append("\n".join(table))
+    return units
+
+
+def calculate_generation_confidence(
+    *,
+    answer: str,
+    context_numbers: set[int],
+    context_texts: list[str],
+    removed_citations: list[int],
+    blocked_images: int,
+    declined: bool,
+) -> GenerationVerification:
+    body = answer.split("\n\n参考来源：")[0]
+    units = fact_units(body)
+    cited_units = [u for u in units if _CITATION.search(u)]
+    valid = sorted({int(n) for n in _CITATION.findall(body) if int(n) in context_numbers})
+    invalid = sorted(set(removed_citations))
+    plain = _IMAGE.sub("", _CITATION.sub("", body))
+    terms = content_terms(plain)
+    overlap = coverage(terms, "", normalised_text=normalise("\n".join(context_texts))).score if terms else 0.0
+    citation_coverage = len(cited_units) / len(units) if units else 0.0
+    chars = len(normalise(plain))
+    reasons: list[str] = []
+    if chars < 2:
+        score, status = 0.0, "failed"
+        reasons.append("answer_empty")
+    else:
+        score = 0.25 + 0.45 * citation_coverage + 0.30 * overlap - 0.10 * min(len(removed_citations), 3)
+        score = round(_clamp(score), 4)
+        if declined:
+            status = "failed"
+            reasons.append("model_declined")
+        elif citation_coverage >= 0.8 and overlap >= 0.7 and not invalid:
+            status = "verified"
+            reasons.append("generation_grounded")
+        elif score < 0.45:
+            status = "failed"
+        else:
+            status = "partial"
+        if not valid:
+            reasons.append("no_inline_citation")
+        elif citation_coverage < 0.8:
+            reasons.append("citation_coverage_low")
+        if overlap < 0.7:
+            reasons.append("context_overlap_low")
+        if invalid:
+            reasons.append("invalid_citations_removed")
+        if blocked_images:
+            reasons.append("images_blocked")
+    return GenerationVerification(
+        score=score,
+        status=status,
+        reasons=tuple(reasons),
+        signals={
+            "citation_coverage": round(citation_coverage, 4),
+            "context_overlap": round(overlap, 4),
+            "valid_citation_numbers": valid,
+            "invalid_citation_numbers": invalid,
+            "answer_char_count": chars,
+            "fact_unit_count": len(units),
+            "blocked_images": blocked_images,
+        },
+    )
+
+
+def combine_answer_confidence(
+    evidence: EvidenceConfidence, generation: GenerationVerification
+) -> dict[str, Any]:
+    if generation.status == "not_applicable":
+        final = evidence.score
+    else:
+        final = min(evidence.score, generation.score)
+    final = round(_clamp(final), 4)
+    level = level_of(final)
+    evidence_level = level_of(evidence.score)
+    reasons = list(evidence.reasons)
+    reasons += [r for r in generation.reasons if r not in reasons and generation.status != "not_applicable"]
+    return {
+        "score": final,
+        "level": level,
+        "label": label_of(level),
+        "reasons": reasons,
+        "evidence_confidence": {
+            "score": evidence.score,
+            "level": evidence_level,
+            "label": label_of(evidence_level),
+        },
+        "generation_verification": generation.as_dict(),
+        "signals": {
+            **evidence.signals,
+            "evidence_confidence_score": evidence.score,
+            "generation_verification_score": generation.score,
+            "generation_verification_status": generation.status,
+            "citation_coverage": generation.signals.get("citation_coverage"),
+            "context_overlap": generation.signals.get("context_overlap"),
+        },
+    }

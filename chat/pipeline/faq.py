@@ -1,0 +1,94 @@
+"""Stage 3: FAQ retrieval with the threshold direct answer (seed 003 §2.6.1, §2.7).
+
+The route's fast-path candidates for the original question are reused, without a second search,
+only when all of these hold (seed 003 §2.6.1): the retrieval question is still the original
+(no follow-up rewrite), it is the first variant, no document filter differs (FAQs have none),
+and the fast path fetched at least as many candidates as the plan needs. Otherwise the FAQ
+collection is searched with the plan's variants.
+
+Direct answer: the top hit equal to a phrasing (exact), or its similarity at or above the plan's
+threshold (stricter for follow-ups, low decision scores and figure questions) with the same
+model codes and numbers as the question.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from engines.lexical import normalise
+from retrieval.contracts import FaqHit
+from retrieval.faqs import FaqRetrieval, FaqSearchRequest, FaqSearchResponse
+
+from .preparation import Preparation
+from .routing import RouteDecision
+from .runtime import QueryContext
+
+
+@dataclass(frozen=True)
+class FaqStage:
+    response: FaqSearchResponse
+    reused_fast_path: bool
+    direct: FaqHit | None
+    direct_kind: str  # "" | "exact" | "similarity"
+
+    def as_dict(self) -> dict:
+        return {
+            **self.response.as_dict(),
+            "reused_fast_path": self.reused_fast_path,
+            "direct_answer": self.direct.faq_id if self.direct else None,
+            "direct_kind": self.direct_kind,
+        }
+
+
+def search_faq(
+    ctx: QueryContext, *, prepared: Preparation, route: RouteDecision, faqs: FaqRetrieval
+) -> FaqStage:
+    fast = route.fast_faq
+    reusable = (
+        fast is not None
+        and normalise(prepared.rewritten_query) == normalise(ctx.question)
+        and prepared.variants[:1] == fast.variants[:1]
+        and fast.top_k >= prepared.plan.faq_top_k
+    )
+    if reusable:
+        response = fast
+    else:
+        response = faqs.search(
+            FaqSearchRequest(
+                kb_id=ctx.kb.pk,
+                variants=prepared.variants,
+                top_k=prepared.plan.faq_top_k,
+                candidate_k=prepared.plan.faq_candidate_k,
+            ),
+            cancel=ctx.cancel,
+        )
+        ctx.add_cache(response.cache.as_dict())
+        ctx.degradations.extend(response.degradations)
+    direct, kind = faq_direct_answer(
+        response, threshold=prepared.plan.faq_direct_threshold, question=prepared.rewritten_query
+    )
+    return FaqStage(response=response, reused_fast_path=reusable, direct=direct, direct_kind=kind)
+
+
+def faq_direct_answer(
+    response: FaqSearchResponse, *, threshold: float, question: str
+) -> tuple[FaqHit | None, str]:
+    if not response.hits:
+        return None, ""
+    top = response.hits[0]
+    if top.exact:
+        return top, "exact"
+    if top.score >= threshold and codes(question) == codes(top.matched_question):
+        return top, "similarity"
+    return None, ""
+
+
+_CODE = re.compile(r"[a-z0-9][a-z0-9.\-]*", re.I)
+
+
+def codes(text: str) -> frozenset[str]:
+    """Model names, numbers and Latin words: "星河X3 Pro" and "星河X3" are different products,
+    "满 3 年" and "满 10 年" different rules, however similar the rest of the question is."""
+    return frozenset(m.group(0).lower() for m in _CODE.finditer(unicodedata.normalize("NFKC", text)))

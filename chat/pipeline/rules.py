@@ -1,0 +1,166 @@
+"""The answering rules file (`chat/rules.toml`), parsed once into frozen, compiled settings."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from django.conf import settings
+
+DEFAULT_RULES_PATH = Path(__file__).resolve().parent.parent / "rules.toml"
+
+
+class RulesError(Exception):
+    """The rules file is missing a key or holds an invalid pattern."""
+
+
+@dataclass(frozen=True)
+class DirectRule:
+    intent: str
+    rule_score: float
+    patterns: tuple[re.Pattern[str], ...]
+    answer: str
+
+    def matches(self, question: str) -> bool:
+        return any(p.search(question) for p in self.patterns)
+
+
+@dataclass(frozen=True)
+class FaqFastPath:
+    max_chars: int
+    top_k: int
+
+
+@dataclass(frozen=True)
+class FollowUpRules:
+    history_turns: int
+    max_chars: int
+    patterns: tuple[re.Pattern[str], ...]
+    subject_boundaries: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IntentRules:
+    knowledge_strong_score: float
+    knowledge_weak_score: float
+    follow_up_score: float
+    knowledge_patterns: tuple[re.Pattern[str], ...]
+
+
+@dataclass(frozen=True)
+class FaqRules:
+    top_k: int
+    candidate_k: int
+    direct_threshold: float
+    follow_up_penalty: float
+    low_decision_penalty: float
+    table_penalty: float
+
+
+@dataclass(frozen=True)
+class RetrievalDefaults:
+    top_k: int
+    candidate_k: int
+    mode: str
+    enable_query_rewrite: bool
+    enable_parent_expansion: bool
+    enable_rerank_local: bool
+    enable_rerank_remote: bool
+
+
+@dataclass(frozen=True)
+class ContextRules:
+    min_context_score: float
+    key_term_exempt_score: float
+    faq_context_top_n: int
+    final_context_top_n: int
+    max_context_doc_chars: int
+    max_context_chars: int
+    prefer_table_patterns: tuple[re.Pattern[str], ...]
+
+
+@dataclass(frozen=True)
+class GenerationRules:
+    max_tokens: int
+    temperature: float
+    references_on_missing_citations: int
+
+
+@dataclass(frozen=True)
+class Rules:
+    direct: tuple[DirectRule, ...]
+    faq_fast_path: FaqFastPath
+    follow_up: FollowUpRules
+    intent: IntentRules
+    faq: FaqRules
+    retrieval: RetrievalDefaults
+    context: ContextRules
+    generation: GenerationRules
+
+
+def normalise_question(text: str) -> str:
+    """The question as stored and answered: trimmed, control characters removed (patterns
+    match full- and half-width punctuation themselves, so the user's text is kept as typed)."""
+    cleaned = "".join(ch for ch in (text or "") if ch in "\n\t" or unicodedata.category(ch)[0] != "C")
+    return cleaned.strip()
+
+
+def _patterns(values, where: str) -> tuple[re.Pattern[str], ...]:
+    try:
+        return tuple(re.compile(value, re.IGNORECASE) for value in values)
+    except re.error as exc:
+        raise RulesError(f"{where}: invalid pattern: {exc}") from exc
+
+
+def parse_rules(raw: dict) -> Rules:
+    try:
+        follow = raw["follow_up"]
+        intent = raw["intent"]
+        context = dict(raw["context"])
+        return Rules(
+            direct=tuple(
+                DirectRule(
+                    intent=item["intent"],
+                    rule_score=float(item["rule_score"]),
+                    patterns=_patterns(item["patterns"], f"direct {item['intent']}"),
+                    answer=item["answer"],
+                )
+                for item in raw["direct"]
+            ),
+            faq_fast_path=FaqFastPath(**raw["faq_fast_path"]),
+            follow_up=FollowUpRules(
+                history_turns=int(follow["history_turns"]),
+                max_chars=int(follow["max_chars"]),
+                patterns=_patterns(follow["patterns"], "follow_up"),
+                subject_boundaries=tuple(follow["subject_boundaries"]),
+            ),
+            intent=IntentRules(
+                knowledge_strong_score=float(intent["knowledge_strong_score"]),
+                knowledge_weak_score=float(intent["knowledge_weak_score"]),
+                follow_up_score=float(intent["follow_up_score"]),
+                knowledge_patterns=_patterns(intent["knowledge_patterns"], "intent"),
+            ),
+            faq=FaqRules(**raw["faq"]),
+            retrieval=RetrievalDefaults(**raw["retrieval"]),
+            context=ContextRules(
+                **{**context, "prefer_table_patterns": _patterns(context["prefer_table_patterns"], "context")}
+            ),
+            generation=GenerationRules(**raw["generation"]),
+        )
+    except (KeyError, TypeError) as exc:
+        raise RulesError(f"rules file is incomplete: {exc}") from exc
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> Rules:
+    with open(path, "rb") as handle:
+        return parse_rules(tomllib.load(handle))
+
+
+def load_rules() -> Rules:
+    """The rules of `settings.RAG_CHAT_RULES_FILE` (default `chat/rules.toml`)."""
+    return _load(str(getattr(settings, "RAG_CHAT_RULES_FILE", "") or DEFAULT_RULES_PATH))

@@ -1,0 +1,160 @@
+"""Provider-independent lexical measures: how much of a question a text covers.
+
+Scores from the retrieval channels cannot be compared across providers (RRF is rank-based,
+cosine depends on the embedding model, BM25 is unbounded), so decisions that need an absolute
+threshold — "is this evidence about the question at all?", "is this FAQ the same question?" —
+use these measures instead. Term weights are jieba's general-purpose Chinese IDF table (bundled
+with jieba, about 270k words), so they mean the same on any corpus; words missing from it are
+mostly names, codes and domain terms, and get a high weight.
+
+Matching is by substring on normalised text, not by token identity, so a question segmented
+differently from the document ("入职" vs "入职流程") still matches.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+_WORD_CHAR = re.compile(r"\w")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_PUNCT_OR_SPACE = re.compile(r"[\s\W_]+", re.UNICODE)
+
+# Words that say what kind of answer is wanted or glue the sentence, not what it is about.
+QUESTION_WORDS = frozenset(
+    "什么 哪些 哪个 哪里 哪儿 哪 怎么 怎么办 怎么样 怎样 如何 是否 是不是 有没有 能不能 可不可以 "
+    "吗 呢 吧 啊 呀 么 嘛 啥 咋 请问 多少 为什么 为何 几 几个 什么样 什么时候 何时 多久 多长 多大 多高 "
+    "的 了 着 过 是 有 在 和 与 及 或 或者 还是 就 都 也 又 还 对 把 被 给 从 向 到 为 以 于 之 其 "
+    "我 我们 你 你们 您 他 她 它 他们 这 那 这个 那个 这些 那些 要 需要 能 能否 可以 会 应该 "
+    "一下 一个 告诉 知道 想 想要 请 帮 帮我 一些 有些 哪位 谁 多 少 吗？ 呢？".split()
+)
+
+# Unknown words: mostly names, codes and domain terms, which are the most specific evidence.
+_UNKNOWN_WEIGHT_FACTOR = 1.1
+_SINGLE_CHAR_FACTOR = 0.5
+
+
+@lru_cache(maxsize=1)
+def _segmenter():
+    import jieba
+
+    jieba.initialize()
+    return jieba.dt
+
+
+@lru_cache(maxsize=1)
+def _idf_table() -> tuple[dict[str, float], float]:
+    from jieba.analyse.tfidf import TFIDF
+
+    table = TFIDF()
+    return table.idf_freq, table.median_idf
+
+
+def warm_up() -> None:
+    _segmenter()
+    _idf_table()
+
+
+def normalise(text: str) -> str:
+    """NFKC, lowercase, no whitespace or punctuation: "年假有多少天？" == "年假 有多少天"."""
+    return _PUNCT_OR_SPACE.sub("", unicodedata.normalize("NFKC", text or "").lower())
+
+
+def content_terms(text: str) -> list[str]:
+    """The words of `text` that carry its subject, in order, once each (question words,
+    particles and pronouns removed)."""
+    folded = unicodedata.normalize("NFKC", text or "").lower()
+    words: list[str] = []
+    run = ""  # consecutive single CJK characters: jieba's split of a word it does not know
+    for word in _segmenter().lcut(folded) + [""]:
+        word = word.strip()
+        if len(word) == 1 and _CJK.fullmatch(word) and word not in QUESTION_WORDS:
+            run += word
+            continue
+        if run:
+            words.append(run)
+            run = ""
+        if word and _WORD_CHAR.search(word) and not _is_question_word(word):
+            words.append(word)
+    return list(dict.fromkeys(words))
+
+
+def _is_question_word(word: str) -> bool:
+    # "几天", "几个", "多少钱", "多长时间": the question's expected unit, not its subject.
+    return word in QUESTION_WORDS or word.startswith(("几", "多少", "多长", "多久"))
+
+
+def term_weight(term: str) -> float:
+    idf, median = _idf_table()
+    weight = idf.get(term)
+    if weight is None:
+        weight = median * _UNKNOWN_WEIGHT_FACTOR
+    if len(term) == 1:
+        weight *= _SINGLE_CHAR_FACTOR
+    return weight
+
+
+@dataclass(frozen=True)
+class Coverage:
+    score: float  # weighted share of the question's terms found in the text, in [0, 1]
+    matched: tuple[str, ...]
+    missing: tuple[str, ...]
+    key_term: str  # the question's most specific term
+    key_term_found: bool
+
+    def as_dict(self) -> dict:
+        return {
+            "score": round(self.score, 4),
+            "matched": list(self.matched),
+            "missing": list(self.missing),
+            "key_term": self.key_term,
+            "key_term_found": self.key_term_found,
+        }
+
+
+def uniform_weight(term: str) -> float:
+    return _SINGLE_CHAR_FACTOR if len(term) == 1 else 1.0
+
+
+def coverage(
+    question_terms: list[str], text: str, *, normalised_text: str | None = None, weight=term_weight
+) -> Coverage:
+    """How much of the question (`content_terms` of it) the text contains."""
+    haystack = normalised_text if normalised_text is not None else normalise(text)
+    if not question_terms:
+        return Coverage(0.0, (), (), "", False)
+    weights = {term: weight(term) for term in question_terms}
+    total = sum(weights.values())
+    matched = tuple(t for t in question_terms if normalise(t) and normalise(t) in haystack)
+    missing = tuple(t for t in question_terms if t not in matched)
+    key = max(question_terms, key=lambda t: (weights[t], -question_terms.index(t)))
+    found = sum(weights[t] for t in matched) + sum(weights[t] * _partial(t, haystack) for t in missing)
+    score = found / total if total else 0.0
+    return Coverage(min(1.0, score), matched, missing, key, key in matched)
+
+
+def _partial(term: str, haystack: str) -> float:
+    """Credit for a longer term found only in part: segmentation differs between texts
+    ("最多能" / "最多几台"), so half or more of its character bigrams present count pro rata."""
+    term = normalise(term)
+    if len(term) < 3 or not _CJK.search(term):
+        return 0.0
+    bigrams = [term[i:i + 2] for i in range(len(term) - 1)]
+    share = sum(1 for b in bigrams if b in haystack) / len(bigrams)
+    return share if share >= 0.5 else 0.0
+
+
+def similarity(a: str, b: str) -> float:
+    """Symmetric question similarity in [0, 1]: the geometric mean of the coverage each way,
+    1.0 for texts equal after `normalise`.
+
+    Every content word counts the same here (IDF would let names dominate: "星河X3 Pro 的价格" and
+    "星河X3 和 X3 Pro 的区别" share three rare words and differ in the one that matters)."""
+    if normalise(a) and normalise(a) == normalise(b):
+        return 1.0
+    forward = coverage(content_terms(a), b, weight=uniform_weight).score
+    backward = coverage(content_terms(b), a, weight=uniform_weight).score
+    return math.sqrt(forward * backward)

@@ -1,0 +1,45 @@
+"""Provider-independent lexical measures (engines.lexical)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engines.lexical import content_terms, coverage, normalise, similarity, term_weight
+
+
+def test_normalise_ignores_width_case_spaces_and_punctuation():
+    assert normalise("年假 有多少天？") == normalise("年假有多少天?") == "年假有多少天"
+    assert normalise("ＶＰＮ 密码") == "vpn密码"
+
+
+def test_content_terms_drop_question_words_and_keep_unknown_compounds_whole():
+    # jieba splits "年假" into 年 / 假 here; consecutive single characters are merged back
+    assert content_terms("年假有几天？") == ["年假"]
+    assert "多少" not in content_terms("出差住宿标准是多少？")
+    assert content_terms("星河X3 Pro 的保修期是多久？") == ["星河", "x3", "pro", "保修期"]
+
+
+def test_specific_terms_weigh_more_than_common_ones():
+    assert term_weight("保修期") > term_weight("今天")
+    assert term_weight("未登录词ABC") > 0
+
+
+def test_coverage_is_the_weighted_share_of_question_terms_found():
+    terms = content_terms("今天北京天气怎么样？")
+    result = coverage(terms, "北京办公室位于朝阳区。今天下午开会。")
+    assert 0 < result.score < 1
+    assert set(result.matched) == {"今天", "北京"}
+    assert result.key_term == "天气"
+    assert result.key_term_found is False
+    assert coverage(terms, "今天北京天气晴。").score == pytest.approx(1.0)
+
+
+def test_coverage_matches_across_segmentation_differences():
+    assert coverage(content_terms("入职流程"), "新员工入职的流程如下").score == pytest.approx(1.0)
+
+
+def test_similarity_is_symmetric_and_one_for_equal_questions():
+    assert similarity("年假有多少天？", "年假 有多少天") == 1.0
+    a, b = "年假能休几天？", "年假有多少天？"
+    assert similarity(a, b) == pytest.approx(similarity(b, a))
+    assert similarity("报销需要哪些材料？", "VPN 怎么连接？") == 0.0
