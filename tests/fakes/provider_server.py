@@ -103,12 +103,14 @@ class Embeddings:
 @dataclass(frozen=True)
 class Answer:
     """A chat / generation answer. Streams are `deltas` (default: the text in 3-char pieces),
-    `delay` seconds apart; `error_after` sends an error event after that many deltas;
+    `delay` seconds apart; `first_delay` seconds between the response headers and the first
+    delta (a slow first token); `error_after` sends an error event after that many deltas;
     `finish=False` ends the stream without a finish reason."""
 
     text: str = DEFAULT_ANSWER
     deltas: tuple[str, ...] | None = None
     delay: float = 0.0
+    first_delay: float = 0.0
     error_after: int | None = None
     finish: bool = True
 
@@ -401,6 +403,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
+            self.wfile.flush()
+            if answer.first_delay and self.fake.stopping.wait(answer.first_delay):
+                return
             for number, piece in enumerate(pieces):
                 if answer.error_after is not None and number == answer.error_after:
                     self._chunk(self._stream_error(route))
