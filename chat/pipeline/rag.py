@@ -115,8 +115,6 @@ class RAGService:
         kb = access_knowledge_base(user=requester.user, kb_id=query.knowledge_base_id)
         conversation = self._conversation(query, requester, kb)
         rules = self._rules()
-        retrieval = self._retrieval(kb)
-        faqs = self._faqs(kb)
 
         ctx = QueryContext(
             query=query, requester=requester, kb=kb, question=question,
@@ -137,6 +135,9 @@ class RAGService:
             kb_id=kb.slug, kb_name=kb.name, kb_version=ctx.kb_version, data_scope=ctx.data_scope,
         )
         try:
+            # Built inside the turn: a knowledge base the deployment cannot serve is a traced failure.
+            retrieval = self._retrieval(kb)
+            faqs = self._faqs(kb)
             yield from self._stages(turn, rules=rules, retrieval=retrieval, faqs=faqs)
         except GeneratorExit:
             self._store_failure(turn, code="client_disconnected", error=None, cancelled=True)

@@ -274,3 +274,19 @@ def test_validation_and_access_errors_store_nothing(handbook_kb, recording_model
     with pytest.raises(NotFound):
         ask(handbook_kb, "年假有几天？", model=recording_model)
     assert not Conversation.objects.exists() and not QueryTrace.objects.exists()
+
+
+def test_a_knowledge_base_the_deployment_cannot_serve_is_a_traced_failure(handbook_kb, recording_model):
+    from knowledge.models import KnowledgeBase
+    from retrieval.contracts import RetrievalMisconfigured
+
+    # given: a KB built with a remote embedding model while the provider is local
+    KnowledgeBase.objects.filter(pk=handbook_kb.pk).update(embedding_model="text-embedding-v4", embedding_dimension=1024)
+    # when
+    with pytest.raises(RetrievalMisconfigured) as failure:
+        ask(handbook_kb, "年假有几天？", model=recording_model)
+    # then: an ordinary 503 for the client, and the question is on record
+    assert failure.value.http_status == 503
+    trace = QueryTrace.objects.get()
+    assert (trace.status, trace.error_code) == ("failed", "retrieval_misconfigured")
+    assert Message.objects.get(role="assistant").status == "error"
