@@ -100,6 +100,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                     await self.send_json({"type": "token", "session_id": session_id, "token": event.text})
                 elif isinstance(event, Finished):
                     await self.send_json(_end_event(event, session_id=session_id))
+                    # The turn is over for the client, which may ask again at once: do not wait
+                    # for the worker thread to wind down, or that question is `turn_in_progress`.
+                    return
         except asyncio.CancelledError:
             runner.cancel()
             raise
@@ -122,6 +125,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if user.is_authenticated:
             return Requester(user=user)
         session = self.scope.get("session")
+        if session is not None and not session.session_key:
+            # Like the HTTP views: an anonymous reader owns conversations by session, so a socket
+            # without a session cookie gets one (kept for the socket's lifetime) or its follow-ups
+            # could never find their conversation. Runs in a worker thread (`_validate`).
+            session["chat"] = True
+            session.save()
         return Requester(user=AnonymousUser(), session_key=(session.session_key or "") if session else "")
 
     async def _cancel_turn(self) -> None:

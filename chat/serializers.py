@@ -15,13 +15,22 @@ from .contracts import ChatOptions, ChatQuery
 MAX_UI_MESSAGES = 500
 
 
+class UIMessagesField(serializers.ListField):
+    """AI SDK UI messages: a body whose `messages` is no list is malformed like a bad message."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, list):
+            raise ValidationFailed(_("messages 格式不正确：messages 必须是数组。"), code="invalid_messages")
+        return super().to_internal_value(data)
+
+
 class ChatRequestInput(serializers.Serializer):
     knowledge_base_id = serializers.CharField(max_length=64)
     question = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     conversation_id = serializers.UUIDField(required=False, allow_null=True)
     # AI SDK (DefaultChatTransport): {id, messages, trigger, messageId, ...body}
     id = serializers.CharField(required=False, allow_blank=True, max_length=100)
-    messages = serializers.ListField(child=serializers.JSONField(), required=False, max_length=MAX_UI_MESSAGES)
+    messages = UIMessagesField(child=serializers.JSONField(), required=False, max_length=MAX_UI_MESSAGES)
     trigger = serializers.CharField(required=False, allow_blank=True, max_length=50)
     messageId = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=100)  # noqa: N815
     top_k = serializers.IntegerField(min_value=1, max_value=MAX_TOP_K, required=False)

@@ -22,10 +22,34 @@ def _fresh_connections() -> None:
         connection.connection = None
 
 
+def _fresh_thread_pools() -> None:
+    """In the forked server: forget the parent's process-wide thread pools.
+
+    Threads do not survive a fork, but a pool object does, with its bookkeeping of workers that
+    only exist in the parent: work submitted to it in the child would wait forever (a server
+    started after a test used retrieval or a turn in-process would hang on every question).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asgiref.sync import SyncToAsync
+
+    import chat.streaming
+    import retrieval.service
+
+    chat.streaming._pool = None
+    retrieval.service._pool = None
+    SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
+
+
+def _fresh_process() -> None:
+    _fresh_connections()
+    _fresh_thread_pools()
+
+
 @contextmanager
 def daphne_server(host: str = "127.0.0.1") -> Iterator[str]:
     """Serve ragsite.asgi in a child process; yields the base URL. Needs committed test data."""
-    process = DaphneProcess(host, partial(make_application, static_wrapper=None), setup=_fresh_connections)
+    process = DaphneProcess(host, partial(make_application, static_wrapper=None), setup=_fresh_process)
     process.start()
     try:
         while not process.ready.wait(timeout=1):
