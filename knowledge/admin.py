@@ -481,12 +481,30 @@ class DocumentAssetAdmin(admin.ModelAdmin):
 # --- FAQs --------------------------------------------------------------------------------------
 
 
+class FAQHitFilter(admin.SimpleListFilter):
+    title = gettext_lazy("命中情况")
+    parameter_name = "hits"
+
+    def lookups(self, request, model_admin):
+        return [("hit", _("已命中")), ("never", _("从未命中"))]
+
+    def queryset(self, request, queryset):
+        if self.value() == "hit":
+            return queryset.filter(hit_count__gt=0)
+        if self.value() == "never":
+            return queryset.filter(hit_count=0)
+        return queryset
+
+
 @admin.register(FAQ)
 class FAQAdmin(admin.ModelAdmin):
     form = FAQForm
     list_display = ["question", "knowledge_base", "enabled", "hit_count", "source_tag", "updated_at"]
-    list_filter = ["enabled", "knowledge_base", "source_tag"]
+    list_filter = ["enabled", FAQHitFilter, "knowledge_base", "source_tag"]
     search_fields = ["question", "answer", "similar_questions"]
+    # Most used first: staff curate the answers readers actually get; the header re-sorts.
+    ordering = ["-hit_count", "knowledge_base", "question"]
+    sortable_by = ["question", "knowledge_base", "enabled", "hit_count", "source_tag", "updated_at"]
     list_editable = []
     readonly_fields = ["hit_count", "created_by", "created_at", "updated_at"]
     fields = ["knowledge_base", "question", "similar_questions_text", "answer", "source_tag", "enabled", "hit_count", "created_by", "created_at", "updated_at"]
