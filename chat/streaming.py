@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connections
+from django.utils import translation
 
 from .contracts import ChatQuery, Requester
 from .pipeline.rag import RAGService
@@ -50,6 +51,8 @@ class TurnRunner:
         self._queue: asyncio.Queue[Outcome] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self._future = None
+        # The worker thread does not inherit the request's context: carry its language over.
+        self._language = translation.get_language()
 
     def start(self) -> TurnRunner:
         self._future = self._loop.run_in_executor(turn_pool(), self._work)
@@ -72,6 +75,10 @@ class TurnRunner:
             self.cancelled.set()
 
     def _work(self) -> None:
+        with translation.override(self._language):
+            self._advance()
+
+    def _advance(self) -> None:
         close_old_connections()
         events = self.service.run(query=self.query, requester=self.requester, cancel=self.cancelled)
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 from django.core.exceptions import ImproperlyConfigured
 
 from engines.milvus_store import get_vector_store
@@ -55,7 +56,7 @@ def build_retrieval_service(kb: KnowledgeBase) -> RetrievalService:
     except ImproperlyConfigured as exc:
         logger.error("retrieval for knowledge base %s is misconfigured: %s", kb.slug, exc)
         raise RetrievalMisconfigured(
-            "该知识库的检索服务配置不可用（向量模型或向量库设置与部署不一致），请联系管理员。"
+            _("该知识库的检索服务配置不可用（向量模型或向量库设置与部署不一致），请联系管理员。")
         ) from exc
 
 
@@ -72,7 +73,7 @@ def build_faq_retrieval(kb: KnowledgeBase) -> FaqRetrieval:
     except ImproperlyConfigured as exc:
         logger.error("FAQ retrieval for knowledge base %s is misconfigured: %s", kb.slug, exc)
         raise RetrievalMisconfigured(
-            "该知识库的检索服务配置不可用（向量模型或向量库设置与部署不一致），请联系管理员。"
+            _("该知识库的检索服务配置不可用（向量模型或向量库设置与部署不一致），请联系管理员。")
         ) from exc
 
 

@@ -23,6 +23,7 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import asdict, dataclass
 
 from django.db import DatabaseError
+from django.utils.translation import gettext as _
 
 from engines.lexical import normalise, similarity
 from engines.ports import Embedder, ProviderError, RetrievalCache, VectorStore, VectorStoreError
@@ -124,7 +125,7 @@ class FaqRetrieval:
         try:
             rows = self.load_faqs(request.kb_id, [hit.id for hit in fused])
         except DatabaseError as exc:
-            raise FactsUnavailable("FAQ 数据暂时无法读取，请稍后重试。") from exc
+            raise FactsUnavailable(_("FAQ 数据暂时无法读取，请稍后重试。")) from exc
         timings.append(StageTiming("faq_rows", _ms(stage)))
         hits = _score(request.variants[0], fused, rows)[: request.top_k]
         if key is not None and not degradations:
@@ -152,7 +153,7 @@ class FaqRetrieval:
             try:
                 hits, elapsed = future.result()
             except (ProviderError, VectorStoreError) as exc:
-                errors.append(ChannelError(name, getattr(exc, "code", "error"), "FAQ 检索通道失败。"))
+                errors.append(ChannelError(name, getattr(exc, "code", "error"), _("FAQ 检索通道失败。")))
                 continue
             timings.append(StageTiming(f"channel:{name}", elapsed))
             lists[name] = hits

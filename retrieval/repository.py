@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from django.db import DatabaseError
+from django.utils.translation import gettext as _
 from django.db.models import Q
 from django.urls import reverse
 
@@ -111,7 +112,7 @@ class DjangoRepository:
                         .values_list("pk", flat=True)
                     )
         except DatabaseError as exc:
-            raise FactsUnavailable("知识库事实数据暂时无法读取，请稍后重试。") from exc
+            raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
         reason = ""
         if not ready:
             reason = "document_ids_not_ready" if document_ids is not None else "no_ready_documents"
@@ -124,7 +125,7 @@ class DjangoRepository:
         try:
             return {v["id"]: _row(v) for v in Chunk.objects.filter(pk__in=ids).values(*_CHUNK_FIELDS)}
         except DatabaseError as exc:
-            raise FactsUnavailable("知识库事实数据暂时无法读取，请稍后重试。") from exc
+            raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
 
     def load_neighbours(self, positions: Iterable[tuple[int, int]]) -> dict[tuple[int, int], ChunkRow]:
         positions = list(set(positions))
@@ -139,7 +140,7 @@ class DjangoRepository:
         try:
             rows = list(Chunk.objects.filter(condition).values(*_CHUNK_FIELDS))
         except DatabaseError as exc:
-            raise FactsUnavailable("知识库事实数据暂时无法读取，请稍后重试。") from exc
+            raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
         return {(v["document_id"], v["ordinal"]): _row(v) for v in rows}
 
     def load_assets(self, ids: Iterable[int]) -> dict[int, AssetRef]:

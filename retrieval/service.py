@@ -24,6 +24,7 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 
 from . import cache as l2  # key builders only; the store itself is the injected port
 from .contracts import (
@@ -228,7 +229,7 @@ class RetrievalService:
             rewritten = self.rewriter.rewrite(request.question)
         except ProviderError as exc:
             run.degradations.append("query_rewrite_failed")
-            run.errors.append(ChannelError("rewrite", exc.code, "查询改写失败，已使用原问题继续检索。"))
+            run.errors.append(ChannelError("rewrite", exc.code, _("查询改写失败，已使用原问题继续检索。")))
             rewritten = None
         if rewritten and _normalise(rewritten) != _normalise(request.question):
             variants.append(rewritten.strip())
@@ -293,7 +294,7 @@ class RetrievalService:
         primary = [name for name in jobs if name != "dense:hyde"]
         if primary and not any(name in lists for name in primary):
             raise AllChannelsFailed(
-                "所有检索通道都失败了，请稍后重试。", details=tuple(run.errors)
+                _("所有检索通道都失败了，请稍后重试。"), details=tuple(run.errors)
             )
         return lists
 
@@ -362,12 +363,12 @@ class RetrievalService:
             )
         except ProviderError as exc:
             run.degradations.append("rerank_failed")
-            run.errors.append(ChannelError("rerank", exc.code, "重排失败，已保留融合排序。"))
+            run.errors.append(ChannelError("rerank", exc.code, _("重排失败，已保留融合排序。")))
             run.timed("rerank", started)
             return ranked
         if not _valid_rerank(scores, len(fused)):
             run.degradations.append("rerank_failed")
-            run.errors.append(ChannelError("rerank", "provider_bad_response", "重排结果无效，已保留融合排序。"))
+            run.errors.append(ChannelError("rerank", "provider_bad_response", _("重排结果无效，已保留融合排序。")))
             run.timed("rerank", started)
             return ranked
         reordered = [(fused[s.index], fused[s.index].score, s.score) for s in scores]
@@ -405,7 +406,7 @@ class RetrievalService:
             except FactsUnavailable:
                 # Seed 001 §6: a failed expansion keeps the matched child.
                 run.degradations.append("parent_expansion_failed")
-                run.errors.append(ChannelError("parent_expansion", "facts_unavailable", "上下文扩展失败，已使用命中块。"))
+                run.errors.append(ChannelError("parent_expansion", "facts_unavailable", _("上下文扩展失败，已使用命中块。")))
                 expansions = {}
             run.timed("parent_expansion", started)
 
@@ -489,7 +490,7 @@ def _valid_rerank(scores, count: int) -> bool:
 def _channel_message(name: str) -> str:
     kind = name.split(":")[0]
     return {
-        "dense": "向量检索通道失败，已使用其他通道的结果。",
-        "sparse": "关键词检索通道失败，已使用其他通道的结果。",
-    }.get(kind, "检索通道失败。")
+        "dense": _("向量检索通道失败，已使用其他通道的结果。"),
+        "sparse": _("关键词检索通道失败，已使用其他通道的结果。"),
+    }.get(kind, _("检索通道失败。"))
 
