@@ -9,7 +9,7 @@ PORT ?= 8000
 MILVUS_PORT ?= 19530
 CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 
-.PHONY: run test bench bench-ingest bench-retrieval setup install-dev migrate bootstrap fonts messages clean help
+.PHONY: run test bench bench-ingest bench-retrieval bench-chat setup install-dev migrate bootstrap fonts messages clean help
 
 help:
 	@echo "make run    — install, migrate, load the demo knowledge base and start web + worker + Milvus Lite"
@@ -64,13 +64,17 @@ run: bootstrap
 test: install-dev
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-bench: bench-ingest bench-retrieval
+bench: bench-ingest bench-retrieval bench-chat
 
 bench-ingest: install-dev
 	$(PY) -m benchmarks.ingest
 
 bench-retrieval: install-dev
 	$(PY) -m benchmarks.retrieval
+
+# BENCH_CHAT_ARGS=--quick for a run of under ~3 minutes; see `python -m benchmarks.chat --help`.
+bench-chat: install-dev
+	$(PY) -m benchmarks.chat $(BENCH_CHAT_ARGS)
 
 clean:
 	rm -rf var bench-results .pytest_cache

@@ -11,99 +11,11 @@ vectors. The service's overhead is reported as a ratio to the raw Milvus time.
 from __future__ import annotations
 
 import argparse
-import random
 import time
 
 import numpy as np
 
-from .common import percentile, print_table, setup_django, write_results
-
-VOCABULARY = (
-    "员工 年假 报销 差旅 住宿 标准 审批 流程 系统 账号 密码 邮箱 打印机 会议室 预订 网络 无线 访客 "
-    "路由器 信号 覆盖 面积 保修 售后 网点 型号 规格 天线 频段 速率 功耗 尺寸 重量 固件 升级 指示灯 "
-    "红色 绿色 闪烁 重启 恢复 出厂 设置 管理员 权限 申请 工单 优先级 响应 时限 部门 主管 财务 发票 "
-    "合同 供应商 采购 预算 季度 年度 考核 培训 入职 离职 社保 公积金 体检 加班 调休 远程 办公 安全 "
-    "数据 备份 加密 病毒 补丁 服务器 存储 数据库 接口 文档 版本 发布 回滚 测试 上线 客户 订单 物流"
-).split()
-PRODUCTS = ["星河X1", "星河X3", "X3 Pro", "星河X5 Mesh", "VPN客户端", "Wi-Fi 6", "Outlook"]
-UNITS = ["天", "元", "小时", "分钟", "GHz", "Mbps", "平方米", "个月"]
-
-
-def sentence(rng: random.Random) -> str:
-    words = rng.sample(VOCABULARY, rng.randint(5, 9))
-    if rng.random() < 0.3:
-        words.insert(rng.randrange(len(words)), rng.choice(PRODUCTS))
-    if rng.random() < 0.4:
-        words.insert(rng.randrange(len(words)), f"{rng.randint(1, 999)}{rng.choice(UNITS)}")
-    return "".join(words) + rng.choice("。；！")
-
-
-def chunk_text(rng: random.Random) -> str:
-    return "".join(sentence(rng) for _ in range(rng.randint(4, 8)))
-
-
-def build_corpus(size: int, *, chunks_per_document: int = 100, seed: int = 7):
-    """A published KB with `size` chunks: rows in the database, vectors in Milvus."""
-    from knowledge import services
-    from knowledge.models import Chunk, Document, DocumentStatus
-    from engines.milvus_store import get_vector_store
-    from engines.ports import ChunkRecord
-    from engines.providers import get_embedder
-
-    rng = random.Random(seed + size)
-    kb = services.create_knowledge_base(slug=f"bench-{size}", name=f"bench {size}", actor=None)
-    draft = services.create_draft_version(kb=kb, actor=None)
-    texts = [chunk_text(rng) for _ in range(size)]
-    documents = Document.objects.bulk_create(
-        Document(
-            knowledge_base=kb, title=f"合成文档 {n}", file=f"bench/{size}/{n}", original_name=f"{n}.txt",
-            file_type="txt", mime_type="text/plain", sha256=f"{size:08d}{n:056d}", size=1,
-            status=DocumentStatus.READY,
-        )
-        for n in range((size + chunks_per_document - 1) // chunks_per_document)
-    )
-    draft.documents.set(documents)
-    chunks = Chunk.objects.bulk_create(
-        (
-            Chunk(
-                document=documents[i // chunks_per_document], knowledge_base=kb,
-                ordinal=i % chunks_per_document, parent_id=f"p{i // 5}", content=text, token_count=len(text),
-            )
-            for i, text in enumerate(texts)
-        ),
-        batch_size=2000,
-    )
-    embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
-    started = time.perf_counter()
-    vectors = np.zeros((size, kb.embedding_dimension), dtype=np.float32)
-    for start in range(0, size, 256):
-        vectors[start : start + 256] = embedder.embed_documents(texts[start : start + 256])
-    embed_seconds = time.perf_counter() - started
-    store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
-    started = time.perf_counter()
-    for start in range(0, size, 2000):
-        store.upsert_chunks([
-            ChunkRecord(chunk_id=c.pk, kb_id=kb.pk, document_id=c.document_id, content=c.content,
-                        content_type="text", vector=vectors[start + j].tolist())
-            for j, c in enumerate(chunks[start : start + 2000])
-        ])
-    upsert_seconds = time.perf_counter() - started
-    services.mark_version_ready(version=draft)
-    services.activate_version(version=draft, actor=None, reason="benchmark")
-    kb.refresh_from_db()
-    ids = np.array([c.pk for c in chunks])
-    return kb, texts, vectors, ids, {"embed_seconds": round(embed_seconds, 2), "upsert_seconds": round(upsert_seconds, 2)}
-
-
-def make_queries(texts: list[str], count: int, seed: int = 11) -> list[str]:
-    """Short spans cut from random chunks: each query has a real answer in the corpus."""
-    rng = random.Random(seed)
-    queries = []
-    for _ in range(count):
-        text = rng.choice(texts)
-        start = rng.randrange(max(1, len(text) - 14))
-        queries.append(text[start : start + rng.randint(6, 14)])
-    return queries
+from .common import build_corpus, make_queries, percentile, print_table, setup_django, write_results
 
 
 def measure(size: int, queries_count: int, top_k: int, candidate_k: int) -> dict:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import close_old_connections
 from django.utils import translation
 
 from .contracts import ChatQuery, Requester
@@ -92,4 +92,6 @@ class TurnRunner:
         else:
             self._put(Outcome("done"))
         finally:
-            connections.close_all()
+            # Pool threads are reused: keep a healthy connection within CONN_MAX_AGE, like
+            # Django's request cycle does, rather than reconnecting for every turn.
+            close_old_connections()

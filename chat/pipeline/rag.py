@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
 from engines.ports import ChatMessage, ChatModel, ProviderError
@@ -125,9 +126,15 @@ class RAGService:
             selectors.recent_turns(conversation_id=conversation.pk, limit=rules.follow_up.history_turns)
             if conversation is not None else ()
         )
-        conversation, user_message = services.start_turn(
-            kb=kb, requester=requester, question=question, conversation=conversation, client_id=query.client_id
-        )
+        try:
+            conversation, user_message = services.start_turn(
+                kb=kb, requester=requester, question=question, conversation=conversation,
+                client_id=query.client_id,
+            )
+        except DatabaseError as exc:
+            # e.g. SQLite's lock wait running out under load: nothing was stored, say so plainly.
+            logger.error("could not store the question: %s", exc)
+            raise ChatError(_("暂时无法保存问题，请稍后重试。"), code="storage_unavailable", http_status=503) from exc
         ctx.conversation_id, ctx.user_message_id = conversation.pk, user_message.pk
         turn = _Turn(ctx=ctx, conversation=conversation, history=history)
         yield Started(

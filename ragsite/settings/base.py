@@ -164,6 +164,8 @@ else:
         "default": {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
             "LOCATION": "ragsite",
+            # The default 300 entries evict query embeddings and candidates within minutes.
+            "OPTIONS": {"MAX_ENTRIES": env.int("RAG_LOCAL_CACHE_MAX_ENTRIES", default=10000)},
         }
     }
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

@@ -19,6 +19,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not shared-cache memory: threads in concurrency tests then get real locking
     # (busy timeout, WAL) as in the embedded deployment, instead of "table is locked" errors.
     DATABASES["default"]["TEST"] = {"NAME": str(TEST_VAR_DIR / "test.sqlite3")}  # noqa: F405
+else:
+    # Worker threads (chat turns, retrieval channels) keep connections open within
+    # CONN_MAX_AGE; in tests they must close after each use so the test database can be
+    # flushed and dropped.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

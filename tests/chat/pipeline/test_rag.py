@@ -290,3 +290,23 @@ def test_a_knowledge_base_the_deployment_cannot_serve_is_a_traced_failure(handbo
     trace = QueryTrace.objects.get()
     assert (trace.status, trace.error_code) == ("failed", "retrieval_misconfigured")
     assert Message.objects.get(role="assistant").status == "error"
+
+
+def test_a_database_that_cannot_store_the_question_is_a_503_with_nothing_stored(handbook_kb, recording_model):
+    from django.db import connection
+
+    from chat.contracts import ChatError
+
+    # given: the messages table is unavailable (a real database error, not a patched call)
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE chat_message RENAME TO chat_message_away")
+    try:
+        # when
+        with pytest.raises(ChatError) as failure:
+            ask(handbook_kb, "年假有几天？", model=recording_model)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE chat_message_away RENAME TO chat_message")
+    # then
+    assert (failure.value.code, failure.value.http_status) == ("storage_unavailable", 503)
+    assert not Conversation.objects.exists() and recording_model.calls == []
