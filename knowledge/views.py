@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, HttpResponseNotFound
-from django.shortcuts import render
 from django.utils.translation import gettext as _
 from django_eventstream.views import events
 
-from .access import is_manager, readable_knowledge_bases
+from .access import is_manager
 from .eventstream import ensure_relay
 from .models import KnowledgeBase
-
-
-def home(request: HttpRequest) -> HttpResponse:
-    kbs = readable_knowledge_bases(request.user).select_related("active_version")
-    return render(request, "knowledge/home.html", {"knowledge_bases": kbs})
 
 
 def kb_events(request: HttpRequest, kb_id: int) -> HttpResponse:

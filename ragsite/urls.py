@@ -4,11 +4,12 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from chat import page as chat_page
 from knowledge import views as knowledge_views
 from retrieval import views as retrieval_views
 
 urlpatterns = [
-    path("", knowledge_views.home, name="home"),
+    path("", chat_page.chat_page, name="home"),
     path("admin/knowledge/knowledgebase/<int:kb_pk>/hit-test/", retrieval_views.hit_test, name="hit-test"),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),

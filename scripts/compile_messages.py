@@ -25,6 +25,9 @@ def parse_po(path: Path) -> dict[str, str]:
             line = raw.strip()
             if line.startswith("#,") and "fuzzy" in line:
                 fuzzy = True
+            elif line.startswith("msgctxt "):
+                current = parts.setdefault("msgctxt", [])
+                current.append(ast.literal_eval(line[8:]))
             elif line.startswith("msgid "):
                 current = parts.setdefault("msgid", [])
                 current.append(ast.literal_eval(line[6:]))
@@ -43,6 +46,9 @@ def parse_po(path: Path) -> dict[str, str]:
         if "msgid" not in parts or fuzzy:
             continue
         msgid = "".join(parts["msgid"])
+        if "msgctxt" in parts:
+            # .mo keys of entries with a context (pgettext): "context\x04msgid"
+            msgid = "".join(parts["msgctxt"]) + "\x04" + msgid
         if "msgid_plural" in parts:
             # .mo plural entries: "singular\0plural" → "form0\0form1…"
             forms = ["".join(parts[key]) for key in sorted(k for k in parts if k.startswith("msgstr["))]

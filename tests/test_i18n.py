@@ -17,7 +17,7 @@ from django.utils import translation
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("engines", "knowledge", "retrieval", "chat", "evaluation", "ragsite")
-GETTEXT = {"_", "gettext", "gettext_lazy", "pgettext", "ngettext", "ngettext_lazy", "gettext_noop"}
+GETTEXT = {"_", "gettext", "gettext_lazy", "pgettext", "pgettext_lazy", "ngettext", "ngettext_lazy", "gettext_noop"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
 TEMPLATE_TAG = re.compile(r"""{%\s*(?:translate|trans)\s+(["'])(.+?)\1""")
 
@@ -32,8 +32,13 @@ def python_msgids() -> set[str]:
                 if not isinstance(node, ast.Call) or not node.args:
                     continue
                 name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
-                if name in GETTEXT and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                    found.add(node.args[0].value)
+                if name not in GETTEXT:
+                    continue
+                literals = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                if name.startswith("pgettext") and len(literals) >= 2:
+                    found.add(f"{literals[0]}\x04{literals[1]}")  # the catalog key of a context entry
+                elif literals and isinstance(node.args[0], ast.Constant):
+                    found.add(literals[0])
     return found
 
 

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 from engines.lexical import content_terms, coverage, normalise
 
@@ -57,7 +57,12 @@ def level_of(score: float) -> str:
 
 
 def label_of(level: str) -> str:
-    return {"high": _("高"), "medium": _("中"), "low": _("低")}[level]
+    # A context of its own: "高" alone is also the image height field's label.
+    return {
+        "high": pgettext("confidence", "高"),
+        "medium": pgettext("confidence", "中"),
+        "low": pgettext("confidence", "低"),
+    }[level]
 
 
 def normalized_retrieval_score(score: float) -> float:

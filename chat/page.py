@@ -1,0 +1,112 @@
+"""The end-user chat page at `/`: a server-rendered shell; `static/chat/chat.js` does the rest
+over the JSON / SSE API (`/api/chat/stream`, `/api/chat/conversations…`)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from knowledge.access import readable_knowledge_bases
+
+# Nothing but this origin: answers quote documents written by others, so even if markup got
+# through the renderer it could neither run nor fetch anything from elsewhere. Configuration
+# reaches chat.js as JSON data blocks, never as inline script.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; img-src 'self'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+
+# Strings that chat.js builds at run time; the template renders them for the active language.
+CATALOG = {
+    "searching": _("正在检索知识库…"),
+    "generating": _("正在生成回答…"),
+    "stopped": _("已停止"),
+    "stop": _("停止"),
+    "send": _("发送"),
+    "error": _("出错了"),
+    "network_error": _("网络连接失败，请稍后重试。"),
+    "load_failed": _("会话加载失败。"),
+    "no_conversations": _("还没有会话。"),
+    "new_conversation": _("新对话"),
+    "sources": _("参考来源"),
+    "source": _("来源"),
+    "close": _("关闭"),
+    # Whole phrases: a bare "高" is also the image height of the admin, translated "Height".
+    "level_high": _("置信度：高"),
+    "level_medium": _("置信度：中"),
+    "level_low": _("置信度：低"),
+    "preview": _("原文区域"),
+    "images": _("图片"),
+    "faq": _("FAQ"),
+    "no_knowledge_base": _("请先选择知识库。"),
+    "locator_page": _("第 {page} 页"),
+    "locator_sheet": _("工作表 {sheet} {cells}"),
+    "locator_slide": _("第 {slide} 张幻灯片"),
+    "locator_line": _("第 {line} 行"),
+    "reason_deterministic_direct_answer": _("规则直接回答"),
+    "reason_faq_exact_match": _("FAQ 精确命中"),
+    "reason_faq_similarity_match": _("FAQ 相似命中"),
+    "reason_insufficient_context": _("依据不足"),
+    "reason_rag_with_context": _("有检索依据"),
+    "reason_rag_without_context": _("无检索依据"),
+    "reason_history_rewrite_used": _("结合上文改写了问题"),
+    "reason_few_context_items": _("依据较少"),
+    "reason_low_intent_decision_score": _("问题意图不够明确"),
+    "reason_answer_empty": _("回答为空"),
+    "reason_model_declined": _("模型拒绝作答"),
+    "reason_generation_grounded": _("回答有依据"),
+    "reason_no_inline_citation": _("回答未标注来源"),
+    "reason_citation_coverage_low": _("部分内容未标注来源"),
+    "reason_context_overlap_low": _("与资料重合度低"),
+    "reason_invalid_citations_removed": _("已移除无效引用"),
+    "reason_images_blocked": _("已屏蔽不可信图片"),
+    "hit_direct_answer": _("直接回答"),
+    "hit_faq_exact": _("FAQ 精确匹配"),
+    "hit_faq_direct": _("FAQ 相似匹配"),
+    "hit_rag": _("文档问答"),
+    "hit_insufficient_context": _("依据不足"),
+}
+
+
+def _ensure_session(request: HttpRequest) -> None:
+    """Anonymous readers own their conversations by session: have one before the first list."""
+    if not request.user.is_authenticated and not request.session.session_key:
+        request.session["chat"] = True
+        request.session.save()
+
+
+@ensure_csrf_cookie
+def chat_page(request: HttpRequest) -> HttpResponse:
+    lang = request.GET.get("lang", "")
+    if lang in dict(settings.LANGUAGES):
+        translation.activate(lang)
+        request.LANGUAGE_CODE = lang
+    _ensure_session(request)
+    kbs = readable_knowledge_bases(request.user).select_related("active_version").order_by("name", "pk")
+    config = {
+        "knowledge_bases": [
+            {"id": kb.slug, "name": kb.name, "published": kb.active_version_id is not None} for kb in kbs
+        ],
+        "csrf_token": get_token(request),
+        "csrf_cookie_name": settings.CSRF_COOKIE_NAME,
+        "language": translation.get_language(),
+        "urls": {
+            "stream": reverse("chat-stream"),
+            "conversations": reverse("chat-conversations"),
+            "assets": reverse("asset-bytes", args=[0]).removesuffix("0"),
+        },
+    }
+    response = render(
+        request,
+        "chat/page.html",
+        {"knowledge_bases": kbs, "chat_config": config, "chat_catalog": CATALOG},
+    )
+    response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    return response
