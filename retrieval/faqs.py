@@ -91,6 +91,7 @@ class FaqRetrieval:
         cache: RetrievalCache | None = None,
         epochs: EpochReader | None = None,
         load_faqs: Callable[[int, list[int]], dict[int, dict]] | None = None,
+        has_faqs: Callable[[int], bool] | None = None,
     ) -> None:
         self.embedder = embedder
         self.store = store
@@ -98,11 +99,20 @@ class FaqRetrieval:
         self.cache = cache if epochs is not None else None
         self.epochs = epochs
         self.load_faqs = load_faqs or load_enabled_faqs
+        self.has_faqs = has_faqs or has_enabled_faqs
 
     def search(self, request: FaqSearchRequest, *, cancel: threading.Event | None = None) -> FaqSearchResponse:
         started = time.perf_counter()
         events: list[CacheEvent] = []
         timings: list[StageTiming] = []
+        try:
+            curated = self.has_faqs(request.kb_id)
+        except DatabaseError as exc:
+            raise FactsUnavailable(_("FAQ 数据暂时无法读取，请稍后重试。")) from exc
+        if not curated:
+            # Most questions of a KB without FAQs would pay for an embedding and two searches
+            # that cannot find anything (and BM25 over an empty collection is undefined).
+            return self._response(request, (), events, [], [], timings, started)
         key = None
         if request.use_cache and self.cache is not None:
             epoch, from_l1 = self.epochs(request.kb_id)
@@ -143,7 +153,7 @@ class FaqRetrieval:
             while pending:
                 if cancel is not None and cancel.is_set():
                     raise RetrievalCancelled("FAQ retrieval cancelled by the caller")
-                _, pending = wait_futures(pending, timeout=0.05)
+                _done, pending = wait_futures(pending, timeout=0.05)
         except BaseException:
             for future in futures.values():
                 future.cancel()
@@ -205,6 +215,10 @@ class FaqRetrieval:
             stage_timings=tuple(timings),
             elapsed_ms=_ms(started),
         )
+
+
+def has_enabled_faqs(kb_id: int) -> bool:
+    return FAQ.objects.filter(knowledge_base_id=kb_id, enabled=True).exists()
 
 
 def load_enabled_faqs(kb_id: int, faq_ids: list[int]) -> dict[int, dict]:

@@ -268,7 +268,7 @@ class RetrievalService:
             while pending:
                 if cancel is not None and cancel.is_set():
                     raise RetrievalCancelled("retrieval cancelled by the caller")
-                _, pending = wait_futures(pending, timeout=0.05)
+                _done, pending = wait_futures(pending, timeout=0.05)
         except BaseException:
             for future in futures.values():
                 future.cancel()

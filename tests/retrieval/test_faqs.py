@@ -82,3 +82,30 @@ def test_cancellation_propagates(kb_with_faqs):
         build_faq_retrieval(kb_with_faqs).search(
             FaqSearchRequest(kb_id=kb_with_faqs.pk, variants=("年假",), use_cache=False), cancel=cancel
         )
+
+
+def test_a_knowledge_base_without_enabled_faqs_is_not_searched(milvus, run_tasks, staff_user, settings):
+    from engines.milvus_store import reset_vector_store_cache
+
+    # given: only a disabled FAQ, and a vector store that would fail if it were asked
+    kb = make_kb()
+    services.save_faq(kb=kb, question="停用的问题", answer="不应出现", enabled=False, actor=staff_user)
+    settings.MILVUS_URI = "http://127.0.0.1:9"
+    reset_vector_store_cache()
+    # when
+    response = search(kb, "停用的问题")
+    # then: no hits, no failure, no cache traffic
+    assert (response.hits, response.degradations, response.channel_errors) == ((), (), ())
+    assert response.cache.events == ()
+
+
+def test_a_channel_failure_is_reported_in_the_request_language(kb_with_faqs, settings):
+    from django.utils import translation
+
+    from engines.milvus_store import reset_vector_store_cache
+
+    settings.MILVUS_URI = "http://127.0.0.1:9"
+    reset_vector_store_cache()
+    with translation.override("en"):
+        response = search(kb_with_faqs, "年假有多少天？", use_cache=False)
+    assert {e.message for e in response.channel_errors} == {"An FAQ retrieval channel failed."}
