@@ -9,7 +9,7 @@ PORT ?= 8000
 MILVUS_PORT ?= 19530
 CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 
-.PHONY: run test bench bench-ingest bench-retrieval bench-chat setup install-dev migrate bootstrap fonts messages clean help
+.PHONY: run test bench bench-ingest bench-retrieval bench-chat bench-answers setup install-dev migrate bootstrap fonts messages clean help
 
 help:
 	@echo "make run    — install, migrate, load the demo knowledge base and start web + worker + Milvus Lite"
@@ -75,6 +75,10 @@ bench-retrieval: install-dev
 # BENCH_CHAT_ARGS=--quick for a run of under ~3 minutes; see `python -m benchmarks.chat --help`.
 bench-chat: install-dev
 	$(PY) -m benchmarks.chat $(BENCH_CHAT_ARGS)
+
+# BENCH_ANSWERS_ARGS e.g. "--limit 100 --unanswerable 0"; see `python -m benchmarks.answer_quality --help`.
+bench-answers: install-dev
+	$(PY) -m benchmarks.answer_quality $(BENCH_ANSWERS_ARGS)
 
 clean:
 	rm -rf var bench-results .pytest_cache

@@ -13,7 +13,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -154,7 +154,8 @@ class LocalLexicalReranker:
     def rerank(self, query: str, documents: Sequence[str], *, top_n: int) -> list[RerankScore]:
         if top_n <= 0 or not documents:
             return []
-        query_terms = set(lexical_features(query))
+        # Sorted: float sums must not depend on the per-process order of a set.
+        query_terms = sorted(set(lexical_features(query)))
         doc_terms = [Counter(lexical_features(d)) for d in documents]
         count = len(documents)
         if not query_terms:
@@ -201,17 +202,73 @@ class IdentityRewriter:
 _CONTEXT_BLOCK = re.compile(r"<knowledge_context>(.*?)</knowledge_context>", re.S)
 _SOURCE_MARKER = re.compile(r"^[ \t]*\[来源\s*(\d+)\][ \t]*(.*)$", re.M)
 _QUESTION = re.compile(r"问题[：:][ \t]*(.+?)(?:\n[ \t]*\n|\Z)", re.S)
-_SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?；;])|(?<=\.)\s+")
-_CITATION = re.compile(r"\[来源 \d+\]\(citation://\d+\)")
+# A sentence ends at 。！？； and keeps the closing quotes or brackets right after the mark
+# ("…舞步呢！”" is one sentence, not "…呢！" plus "”…"); ASCII ! ? ; . end one only before
+# whitespace (so "![图](…)" or "v1.2" are not cut).
+_SENTENCE_END = re.compile(r"[。！？；]+[”’」』）)》\]\"']*|[!?;.]+[”’\"')\]]*(?=\s)")
+# Streamed whole: a citation marker, an image line.
+_WHOLE = re.compile(r"\[来源 \d+\]\(citation://\d+\)|^!\[[^\]\n]*\]\(asset://\d+\)$", re.M)
+_ASSET_LINE = re.compile(r"^!\[([^\]\n]*)\]\(asset://(\d+)\)$")
+_TABLE_SEPARATOR = re.compile(r"^\|?(?:\s*:?-+:?\s*\|)*\s*:?-+:?\s*\|?$")
+_CAPTION_START = re.compile(r"^(?:\[图片\]|图片[：:]|(?:图|Figure|Fig\.?)\s*\d)", re.I)
+# Quoted text that looks like our own markup is never quoted: it could pose as a citation or image.
+_OUR_MARKUP = re.compile(r"citation://|asset://|\[\s*来源\s*\d+\s*\]")
 
 # Question words that say what kind of answer is wanted, not what it is about.
 _QUESTION_STOPWORDS = frozenset(
     "什么 哪些 哪个 哪里 哪儿 哪 怎么 怎么办 怎么样 怎样 如何 是否 是不是 有没有 能不能 可不可以 "
-    "吗 呢 吧 啊 呀 么 啥 咋 请问 多少 为什么 为何 几 什么时候 何时 多久 "
+    "吗 呢 吧 啊 呀 么 啥 咋 请问 多少 为什么 为何 几 什么时候 何时 多久 谁 何 何地 何人 "
     "的 了 是 有 在 和 与 及 或 我 我们 你 你们 要 需要 能 能否 可以 会 应该 一下 一个".split()
 )
 
-_MAX_SENTENCES = 5
+# Questions about a picture: the answer then shows the cited source's image as well.
+# "图" alone counts (示意图, 截图, 位置图, 图中…) except in words that are no picture.
+_IMAGE_QUESTION = re.compile(
+    r"图片|照片|相片|截屏|二维码|外观|外形|长什么样|长啥样|样子|模样|logo|示意图"
+    r"|(?<![试意企宏蓝版])图(?![书谋灵])",
+    re.I,
+)
+
+_NOT_HOW_MANY = frozenset("几乎 几何 几率 几经 几内".split())  # 几 + one character is "how many …"
+_HOW_MUCH = frozenset("大长高远重久宽深厚快")
+
+# What a question asks for, and what a sentence holding that kind of answer contains.
+_QUESTION_SHAPES = {
+    "number": re.compile(
+        r"多少|几[个位名种类项条件次回场届年月日号天周岁分秒点只头家所座部本首句层间台辆]|"
+        r"多[大长高远重久宽深厚快]|哪一?[年月天日]|何年|何时|什么时[候间]|年份|日期|时间|年龄|岁数|"
+        r"人口|面积|价格|费用|金额|比分|排名"
+    ),
+    "reason": re.compile(r"为什么|为何|原因|何故|怎么会|why", re.I),
+    "place": re.compile(r"哪里|哪儿|在哪|何处|何地|什么地方|位置|地点|地址|where", re.I),
+    "money": re.compile(r"多少钱|价格|价钱|售价|报价|费用|收费|花费|成本|price|cost", re.I),
+}
+_ANSWER_SHAPES = {
+    # A digit not inside a model name ("X3"), or a Chinese numeral with its unit.
+    "number": re.compile(
+        r"(?<![A-Za-z\d])\d"
+        r"|[一二两三四五六七八九十百千万亿]+\s*[个位名种类项条件次回场届年月日号天周岁分秒点只家所座部本层间台辆元%％]"
+    ),
+    "reason": re.compile(r"因为|由于|因此|所以|原因|导致|为了|因而|以致|因"),
+    "place": re.compile(r"位于|坐落|座落|地处|地址|[省市县区镇乡村路街道巷楼层室]"),
+    "money": re.compile(r"\d\s*(?:元|块|万|亿|美元|港元|欧元|日元)|[¥￥$€£]\s*\d|RMB|CNY|USD", re.I),
+}
+_SHAPE_BONUS = 1.1
+_CAPTION_FACTOR = 0.8
+_COMMON_WORD_FREQ = 1000
+_GLUE_CHARS = "是的了以有在被把和与及将对于为又也都就"
+_OFF_TOPIC_FACTOR = 0.5
+
+_MAX_LINES = 3
+_TITLE_CREDIT = 0.85
+_NEARBY_CREDIT = 0.3
+_KEEP_RATIO = 0.5  # candidates below half the best unit's score are never shown
+_CLOSE_RATIO = 0.8  # ... nor below this share unless they cover new question terms
+_MIN_GAIN = 0.1  # IDF share of question terms a supporting line must add
+_ASKS_FACTOR = 0.5  # a question sentence restates, the sentence after it answers
+_MAX_TABLE_ROWS = 5
+_ROW_RATIO = 0.8  # rows of the chosen row's table shown with it need this share of its score
+_MAX_IMAGES = 2
 _DELTA_CHARS = 4
 
 
@@ -223,12 +280,54 @@ class ContextSource:
 
 
 @dataclass(frozen=True)
-class _Sentence:
-    source: int
-    order: int  # position of the source in the context, then of the sentence in it
-    position: int
+class _Asset:
+    id: int
+    caption: str
+    line: str  # verbatim, as it appeared in the context
+
+
+@dataclass(frozen=True)
+class _Table:
+    header: str
+    separator: str
+    rows: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A sentence, or one row of a GFM table, quoted verbatim from a source."""
+
+    source: int  # the source's number: the only numbers a citation may carry
+    order: int  # position of the source in the context (0 = best retrieval rank)
+    position: int  # position of the unit in its source
     text: str
     features: frozenset[str]
+    table: int | None = None  # index of the source's table this row belongs to
+    header: frozenset[str] = frozenset()  # a row's column names: they scope it like a title
+    asks: bool = False  # the sentence is itself a question (FAQ "常见问题：…？")
+    caption: bool = False  # the sentence is an image caption
+
+
+@dataclass
+class _SourceParts:
+    source: ContextSource
+    order: int
+    units: list[_Unit]
+    tables: list[_Table]
+    assets: list[_Asset]
+    terms: frozenset[str]  # title, units, table headers, captions: evidence "nearby" each unit
+    title_terms: frozenset[str]
+    caption_terms: frozenset[str]  # of the source's images: they scope it when asked about one
+    plain: str  # title and text, normalised and lowercased, for presence checks
+
+
+@dataclass(frozen=True)
+class _Scored:
+    unit: _Unit
+    matched: frozenset[str]  # question terms the unit (or, for a row, its header) contains
+    support: float
+    score: float
+    own: float  # weight of the question terms in the unit's own text: ranks rows of a table
 
 
 def parse_knowledge_prompt(
@@ -241,7 +340,10 @@ def parse_knowledge_prompt(
         <knowledge_context>
         [来源 1] 可选标题
         正文第一段……
-        正文第二段……
+        | 表头 | 表头 |
+        | --- | --- |
+        | 单元格 | 单元格 |
+        ![图片说明](asset://17)
 
         [来源 2]
         正文……
@@ -251,8 +353,10 @@ def parse_knowledge_prompt(
 
     Each source starts on its own line with `[来源 N]`. Text after the marker on the same line is
     the title when more text follows on the next lines, and the source text otherwise. Sources are
-    separated by blank lines. The question is the text after `问题：` (or `问题:`) up to the
-    next blank line; without it, whatever follows the context block is the question.
+    separated by blank lines and numbered in retrieval rank order. Body lines starting with `|`
+    are GFM table rows (header, separator, rows); lines `![说明](asset://ID)` at the end of a
+    source are its images. The question is the text after `问题：` (or `问题:`) up to the next
+    blank line; without it, whatever follows the context block is the question.
     Returns None when no user message has a `<knowledge_context>` block.
     """
     for message in reversed(messages):
@@ -283,33 +387,162 @@ def _parse_sources(block: str) -> list[ContextSource]:
     return sources
 
 
-def _split_sentences(text: str) -> list[str]:
-    sentences = []
-    for line in text.splitlines():
-        for piece in _SENTENCE_SPLIT.split(line):
-            piece = piece.strip()
-            if len(piece) >= 2 and _WORD_CHAR.search(piece):
-                sentences.append(piece)
-    return sentences
+def _spans(text: str, ends: re.Pattern[str]) -> list[tuple[int, int]]:
+    """(start, end) of the pieces of `text` cut after each match of `ends`, whitespace trimmed."""
+    spans, start = [], 0
+    for match in ends.finditer(text):
+        spans.append((start, match.end()))
+        start = match.end()
+    spans.append((start, len(text)))
+    trimmed = []
+    for start, end in spans:
+        piece = text[start:end]
+        left = len(piece) - len(piece.lstrip())
+        right = len(piece.rstrip())
+        if right > left:
+            trimmed.append((start + left, start + right))
+    return trimmed
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def _source_parts(source: ContextSource, order: int) -> _SourceParts:
+    """Units (sentences and table rows), tables and images of one source, in reading order."""
+    units: list[_Unit] = []
+    tables: list[_Table] = []
+    assets: list[_Asset] = []
+    title = _squash(source.title)
+    lines = [line.strip() for line in source.text.splitlines()]
+
+    def add(text: str, table: int | None = None) -> None:
+        if _OUR_MARKUP.search(text):
+            return
+        if table is None and (len(text) < 2 or not _WORD_CHAR.search(text)):
+            return
+        units.append(
+            _Unit(
+                source=source.number,
+                order=order,
+                position=len(units),
+                text=text,
+                features=frozenset(lexical_features(text)),
+                table=table,
+                header=_header_features(tables, table),
+                asks=table is None and text.rstrip("”’」』）)》\"' ").endswith(("？", "?")),
+                caption=table is None and bool(_CAPTION_START.match(text)),
+            )
+        )
+
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        asset = _ASSET_LINE.match(line)
+        if asset:
+            assets.append(_Asset(int(asset.group(2)), asset.group(1), line))
+            index += 1
+            continue
+        if line.startswith("|"):
+            end = index
+            while end < len(lines) and lines[end].startswith("|"):
+                end += 1
+            _table_units(lines[index:end], tables, add)
+            index = end
+            continue
+        if line and _squash(line) != title:  # a body line repeating the title is no content
+            for start, stop in _spans(line, _SENTENCE_END):
+                add(line[start:stop])
+        index += 1
+    # A sentence repeating an image's caption is a caption too.
+    captions = [_squash(a.caption) for a in assets]
+    units = [
+        replace(u, caption=True)
+        if u.table is None and not u.caption and any(_squash(u.text) in c for c in captions)
+        else u
+        for u in units
+    ]
+    title_terms = frozenset(lexical_features(source.title))
+    caption_terms = frozenset().union(*(lexical_features(a.caption) for a in assets))
+    terms = title_terms.union(
+        caption_terms, *(u.features for u in units), *(lexical_features(t.header) for t in tables)
+    )
+    plain = _normalise(f"{source.title}\n{source.text}").lower()
+    return _SourceParts(
+        source, order, units, tables, assets, terms, title_terms, caption_terms, plain
+    )
+
+
+def _header_features(tables: list[_Table], table: int | None) -> frozenset[str]:
+    return frozenset(lexical_features(tables[table].header)) if table is not None else frozenset()
+
+
+def _table_units(lines: list[str], tables: list[_Table], add) -> None:
+    """GFM tables in a run of `|` lines: a header row, a separator row, then data rows (a run
+    may hold several tables, e.g. Small2Big parents repeating the header). Rows before any
+    header are plain text."""
+    index = 0
+    rows: list[str] | None = None
+    while index < len(lines):
+        line = lines[index]
+        if (
+            index + 1 < len(lines)
+            and _TABLE_SEPARATOR.match(lines[index + 1])
+            and not _TABLE_SEPARATOR.match(line)
+        ):
+            if rows is not None:
+                tables[-1] = _Table(tables[-1].header, tables[-1].separator, tuple(rows))
+            tables.append(_Table(line, lines[index + 1], ()))
+            rows = []
+            index += 2
+            continue
+        if rows is None:
+            add(line)
+        elif not _TABLE_SEPARATOR.match(line):
+            rows.append(line)
+            add(line, len(tables) - 1)
+        index += 1
+    if rows is not None:
+        tables[-1] = _Table(tables[-1].header, tables[-1].separator, tuple(rows))
 
 
 class ExtractiveChatModel:
-    """Answers by quoting the context sentences that best support the question.
+    """Answers by quoting the context sentences (and table rows) that best support the question.
 
-    The prompt format is documented on `parse_knowledge_prompt`. A sentence's support is the
-    IDF-weighted share of the question's content words and bigrams it contains (IDF over all
-    context sentences; terms found only elsewhere in the same source count half), and it must
-    contain at least one question word itself. At most five sentences with support of at least
-    `min_support` and at least half the best are kept, shown one per line in context order, each
-    followed by `[来源 N](citation://N)`. With no supported sentence the answer says the
-    knowledge base cannot settle the question. It writes nothing of its own beyond that, so a
-    prompt without a knowledge context (such as HyDE) is refused with ProviderUnavailable.
+    The prompt format is documented on `parse_knowledge_prompt`. Each source is cut into units:
+    sentences, and the rows of its GFM tables. A unit's support is the IDF-weighted share of the
+    question's content words and bigrams it holds (IDF over the context's units), plus credit for
+    question terms found only around it: in the source title (which scopes every sentence under
+    it, so nearly full credit), in a row's table header (likewise), elsewhere in the source
+    (0.3). A unit must hold a question word itself (or, for a row, its header must), and support
+    below `min_support` does not count. Its score is the support, raised a little when the unit
+    has the shape of the answer asked for (a number for "多少/哪一年", a cause for "为什么", a
+    place for "在哪里", a price, a picture caption for image questions) and lowered for a
+    sentence that is itself a question (in an FAQ the sentence after it answers, and earns its
+    terms) and for sources that mention none of the question's distinctive words.
+
+    The first line is the best-scored unit: it is the one that answers. At most two more lines
+    follow, only when they come close in score or cover question terms not covered yet, and only
+    within `max_chars` characters (the first line always shows, whole). Each line is a verbatim
+    substring of its source followed by `[来源 N](citation://N)`. A table row comes as a small
+    GFM table: header, separator, and the table's rows that match the question best by their
+    own cells (at most five), verbatim, with the marker on its own line after a blank line. The
+    image lines (`![说明](asset://ID)`) of a cited source are added, verbatim, when the question
+    asks about a picture or a quoted line is an image caption.
+
+    Markers only ever carry numbers parsed as sources, and text that looks like our markup
+    (`citation://`, `asset://`, `[来源 N]`) is never quoted. When no unit is supported, or the
+    context mentions none of the question's distinctive words (names, rare terms), the answer
+    says the knowledge base cannot settle the question. It writes nothing of its own beyond that,
+    so a prompt without a knowledge context (such as HyDE) is refused with ProviderUnavailable.
+    Answers are deterministic: the same prompt gives the same answer in every process.
     """
 
     name = "local-extractive"
 
-    def __init__(self, *, min_support: float = 0.25) -> None:
+    def __init__(self, *, min_support: float = 0.25, max_chars: int = 200) -> None:
         self.min_support = min_support
+        self.max_chars = max_chars
 
     def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
@@ -326,104 +559,299 @@ class ExtractiveChatModel:
     ) -> str:
         return "".join(self.stream(messages, max_tokens=max_tokens, temperature=temperature))
 
-    def _answer(self, sources: list[ContextSource], question: str, *, max_tokens: int) -> str:
-        chosen = self._choose(sources, question)
-        if not chosen:
-            shown = question if len(question) <= 60 else question[:60] + "…"
-            return (
-                f"根据当前知识库无法确定该问题的答案：现有资料中没有找到与“{shown}”直接相关的内容。"
-            )
-        lines: list[str] = []
-        used = 0
-        for sentence in chosen:
-            line = f"{sentence.text}[来源 {sentence.source}](citation://{sentence.source})"
-            cost = count_tokens(line)
-            if lines and used + cost > max_tokens:
-                break
-            lines.append(line)
-            used += cost
-        return "\n".join(lines)
+    # -- answer --
 
-    def _choose(self, sources: list[ContextSource], question: str) -> list[_Sentence]:
+    def _answer(self, sources: list[ContextSource], question: str, *, max_tokens: int) -> str:
+        parts = [_source_parts(source, order) for order, source in enumerate(sources)]
         question_terms = _question_terms(question)
-        if not question_terms:
-            return []
-        sentences = []
-        for order, source in enumerate(sources):
-            for position, text in enumerate(_split_sentences(source.text)):
-                features = frozenset(lexical_features(text))
-                sentences.append(_Sentence(source.number, order, position, text, features))
-        if not sentences:
-            return []
-        weights = _term_weights(question_terms, sentences)
-        question_weight = sum(weights.values())
-        # Terms found elsewhere in the same source (title, other sentences) earn half credit: in
-        # "[来源 1] VPN 使用说明 … 如忘记密码，请在自助门户重置。" the sentence answers a question
-        # about the VPN password without repeating "VPN".
-        source_terms = {
-            source.number: frozenset(lexical_features(source.title)).union(
-                *(s.features for s in sentences if s.source == source.number)
-            )
-            for source in sources
+        scored, weights = self._score(parts, question, question_terms)
+        if not scored:
+            return _insufficient(question)
+        chosen = self._choose(scored, weights)
+        blocks = self._render(chosen, scored, parts, question, question_terms, max_tokens)
+        return _join(blocks)
+
+    def _score(
+        self, parts: list[_SourceParts], question: str, question_terms: set[str]
+    ) -> tuple[list[_Scored], dict[str, float]]:
+        units = [unit for part in parts for unit in part.units]
+        if not question_terms or not units:
+            return [], {}
+        # The question's distinctive words (names, rare terms): when the context has none of
+        # them it speaks about something else, however many common words it shares.
+        keys = _key_words(question)
+        on_topic = {
+            part.order: not keys or any(_mentions(part.plain, key) for key in keys)
+            for part in parts
         }
-        supported: list[tuple[float, _Sentence]] = []
-        for sentence in sentences:
-            matched = question_terms & sentence.features
-            if not any(term.startswith("w:") for term in matched):
-                continue
-            nearby = (question_terms & source_terms[sentence.source]) - matched
-            support = (
-                sum(weights[term] for term in matched) + sum(weights[term] for term in nearby) / 2
-            ) / question_weight
-            if support >= self.min_support:
-                supported.append((support, sentence))
-        if not supported:
-            return []
-        supported.sort(key=lambda item: (-item[0], item[1].order, item[1].position))
-        best = supported[0][0]
-        chosen: list[_Sentence] = []
-        seen: set[str] = set()
-        for support, sentence in supported:
-            if support < best / 2 or len(chosen) == _MAX_SENTENCES:
+        if not any(on_topic.values()):
+            return [], {}
+        # A unit must share a question word, or a bigram inside one of its longer words ("兴趣"
+        # of "兴趣爱好"); bigrams across word boundaries ("要材" of "重要材料") are too weak alone.
+        words = [t[2:] for t in question_terms if t.startswith("w:")]
+        anchors = {t for t in question_terms if t.startswith("w:")}
+        long_words = [w for w in words if len(w) >= 3]
+        anchors |= {
+            t for t in question_terms if t.startswith("b:") and any(t[2:] in w for w in long_words)
+        }
+        holds = {id(unit): question_terms & unit.features for unit in units}
+        weights = _term_weights(question_terms, list(holds.values()))
+        total = math.fsum(weights.values())
+        wants = _wanted_shapes(question)
+        scored: list[_Scored] = []
+        for part in parts:
+            nearby_terms = question_terms & part.terms
+            title_terms = question_terms & part.title_terms
+            if "image" in wants:
+                title_terms |= question_terms & part.caption_terms
+            previous: _Unit | None = None
+            for unit in part.units:
+                matched = set(holds[id(unit)])
+                # The sentence after a question in the source answers it ("常见问题：…？" then
+                # "标准答案：…"): it earns the question's terms as its own.
+                if previous is not None and previous.asks and unit.table is None and not unit.asks:
+                    matched |= holds[id(previous)]
+                previous = unit
+                # A row's column names scope it like a title, and may anchor it: "指示灯有哪些
+                # 状态" is answered by the rows under "| 指示灯状态 | 含义 |".
+                scoped = (question_terms & unit.header) - matched
+                if not (matched | scoped) & anchors:
+                    continue
+                nearby = nearby_terms - matched - scoped
+                # fsum: exact, so equal evidence gives equal support in every process (a plain
+                # sum over a set depends on its order, and ties would flip between runs).
+                support = math.fsum(
+                    [weights[t] for t in matched]
+                    + [weights[t] * _TITLE_CREDIT for t in scoped]
+                    + [
+                        weights[t] * (_TITLE_CREDIT if t in title_terms else _NEARBY_CREDIT)
+                        for t in nearby
+                    ]
+                ) / total
+                if support < self.min_support:
+                    continue
+                score = support * _answer_likelihood(unit, wants)
+                if not on_topic[part.order]:
+                    score *= _OFF_TOPIC_FACTOR
+                own = math.fsum(weights[t] for t in matched)
+                scored.append(_Scored(unit, frozenset(matched | scoped), support, score, own))
+        return scored, weights
+
+    def _choose(self, scored: list[_Scored], weights: dict[str, float]) -> list[_Scored]:
+        total = math.fsum(weights.values())
+        ranked = sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))
+        best = ranked[0]
+        chosen = [best]
+        covered = set(best.matched)
+        seen = {_squash(best.unit.text)}
+        tables = {(best.unit.order, best.unit.table)} if best.unit.table is not None else set()
+        for candidate in ranked[1:]:
+            if len(chosen) == _MAX_LINES or candidate.score < best.score * _KEEP_RATIO:
                 break
-            key = "".join(sentence.text.split())
-            if key in seen:
+            unit = candidate.unit
+            key = _squash(unit.text)
+            if key in seen or (unit.table is not None and (unit.order, unit.table) in tables):
+                continue
+            gain = math.fsum(weights[t] for t in candidate.matched - covered) / total
+            if gain < _MIN_GAIN and candidate.score < best.score * _CLOSE_RATIO:
                 continue
             seen.add(key)
-            chosen.append(sentence)
-        chosen.sort(key=lambda s: (s.order, s.position))
+            if unit.table is not None:
+                tables.add((unit.order, unit.table))
+            chosen.append(candidate)
+            covered |= candidate.matched
         return chosen
+
+    def _render(
+        self,
+        chosen: list[_Scored],
+        scored: list[_Scored],
+        parts: list[_SourceParts],
+        question: str,
+        question_terms: set[str],
+        max_tokens: int,
+    ) -> list[tuple[str, str]]:
+        """("text" | "table" | "image", markdown) blocks within the character and token budget."""
+        blocks: list[tuple[str, str]] = []
+        shown: list[_Scored] = []
+        chars = tokens = 0
+        for item in chosen:
+            unit = item.unit
+            marker = f"[来源 {unit.source}](citation://{unit.source})"
+            if unit.table is not None:
+                table = parts[unit.order].tables[unit.table]
+                rows = _table_rows(item, scored, table)
+                lines = [table.header, table.separator, *rows]
+                kind, body = "table", "\n".join(lines) + "\n\n" + marker
+                size = len(table.header) + sum(len(r) for r in rows)
+            else:
+                # "…!" + "[来源 1](…)" would read as markdown image syntax: keep them apart.
+                glue = " " if unit.text.endswith("!") else ""
+                kind, body, size = "text", unit.text + glue + marker, len(unit.text)
+            cost = count_tokens(body)
+            if blocks and (chars + size > self.max_chars or tokens + cost > max_tokens):
+                continue
+            blocks.append((kind, body))
+            shown.append(item)
+            chars += size
+            tokens += cost
+        return blocks + _images(shown, parts, question, question_terms)
+
+
+def _answer_likelihood(unit: _Unit, wants: frozenset[str]) -> float:
+    """How much a unit looks like an answer of the kind the question asks for (a number for
+    "多少/哪一年", a cause for "为什么"); a question sentence restates rather than answers."""
+    factor = 1.0
+    if unit.asks:
+        factor *= _ASKS_FACTOR
+    for kind in wants:
+        if kind == "image":
+            continue
+        if _ANSWER_SHAPES[kind].search(unit.text):
+            factor *= _SHAPE_BONUS
+    # A caption describes a picture: the answer when the question is about one, else a weak one.
+    if unit.caption:
+        factor *= _SHAPE_BONUS if "image" in wants else _CAPTION_FACTOR
+    return factor
+
+
+def _key_words(question: str) -> list[str]:
+    """Distinctive words of the question: CJK words rare in general Chinese (jieba's dictionary
+    frequency below `_COMMON_WORD_FREQ`, or not in it at all, as most names) and Latin or
+    digit tokens of two characters or more. Characters jieba glued to an unknown name
+    ("晏是", "成苏镜宇") are trimmed off the edges."""
+    frequencies = _segmenter().FREQ
+    keys = []
+    for word in lexical_words(question):
+        if _is_question_word(word):
+            continue
+        core = word.strip(_GLUE_CHARS) or word
+        if len(core) < 2:
+            continue
+        if _CJK_RUN.fullmatch(core):
+            if frequencies.get(core, 0) >= _COMMON_WORD_FREQ:
+                continue
+        elif not core.isalnum():
+            continue
+        keys.append(core)
+    return keys
+
+
+def _mentions(plain: str, key: str) -> bool:
+    """`key` is in the text, or (a CJK word of three or more characters, which jieba may cut
+    differently) at least half of its character bigrams are."""
+    if key in plain:
+        return True
+    if len(key) < 3 or not _CJK_RUN.fullmatch(key):
+        return False
+    bigrams = [key[i : i + 2] for i in range(len(key) - 1)]
+    return 2 * sum(1 for b in bigrams if b in plain) >= len(bigrams)
+
+
+def _wanted_shapes(question: str) -> frozenset[str]:
+    wants = {kind for kind, pattern in _QUESTION_SHAPES.items() if pattern.search(question)}
+    if _IMAGE_QUESTION.search(question):
+        wants.add("image")
+    return frozenset(wants)
+
+
+def _table_rows(item: _Scored, scored: list[_Scored], table: _Table) -> list[str]:
+    """The rows of the chosen row's table that match the question best by their own cells (at
+    most five, in table order); when only the header matches, the first five rows."""
+    unit = item.unit
+    rows = [s for s in scored if s.unit.order == unit.order and s.unit.table == unit.table]
+    best = max(s.own for s in rows)
+    rows = [s for s in rows if s.own >= best * _ROW_RATIO]
+    rows.sort(key=lambda s: (-s.own, -s.score, s.unit.position))
+    return [s.unit.text for s in sorted(rows[:_MAX_TABLE_ROWS], key=lambda s: s.unit.position)]
+
+
+def _images(
+    shown: list[_Scored], parts: list[_SourceParts], question: str, question_terms: set[str]
+) -> list[tuple[str, str]]:
+    """The image lines of cited sources, for image questions and quoted image captions."""
+    wants = bool(_IMAGE_QUESTION.search(question))
+    blocks: list[tuple[str, str]] = []
+    used: set[int] = set()
+    for item in shown:
+        unit = item.unit
+        assets = [a for a in parts[unit.order].assets if a.id not in used]
+        if not assets or not (wants or unit.caption):
+            continue
+
+        def fit(indexed: tuple[int, _Asset]) -> tuple[int, int, int]:
+            index, asset = indexed
+            caption = frozenset(lexical_features(asset.caption))
+            return (len(caption & question_terms), len(caption & unit.features), -index)
+
+        _, asset = max(enumerate(assets), key=fit)
+        used.add(asset.id)
+        blocks.append(("image", asset.line))
+        if len(blocks) == _MAX_IMAGES:
+            break
+    return blocks
+
+
+def _join(blocks: list[tuple[str, str]]) -> str:
+    """Lines one per row; a table stands apart (blank lines) so markdown renders it."""
+    out = []
+    for index, (kind, body) in enumerate(blocks):
+        if index:
+            out.append("\n\n" if kind == "table" or blocks[index - 1][0] == "table" else "\n")
+        out.append(body)
+    return "".join(out)
+
+
+def _insufficient(question: str) -> str:
+    shown = question if len(question) <= 60 else question[:60] + "…"
+    # The question is the user's text: no link syntax of ours may pass through it.
+    shown = shown.replace("[", "［").replace("]", "］")
+    return f"根据当前知识库无法确定该问题的答案：现有资料中没有找到与“{shown}”直接相关的内容。"
 
 
 def _question_terms(question: str) -> set[str]:
     """Content words of the question, and CJK bigrams of the text left between question words
     (so "哪些材料" yields "材料", not the noise bigram "些材")."""
     words = lexical_words(question)
-    kept = [w for w in words if w not in _QUESTION_STOPWORDS]
-    remainder = "".join(w if w not in _QUESTION_STOPWORDS else " " for w in words)
+    kept = [w for w in words if not _is_question_word(w)]
+    remainder = "".join(w if not _is_question_word(w) else " " for w in words)
     return {f"w:{w}" for w in kept} | {f"b:{b}" for b in cjk_bigrams(remainder)}
 
 
-def _term_weights(terms: set[str], sentences: list[_Sentence]) -> dict[str, float]:
-    """Smoothed IDF over the context sentences; bigrams and one-character words count half
-    (bigrams mostly repeat words, single characters are often segmentation leftovers).
+def _is_question_word(word: str) -> bool:
+    """Stop words, and the interrogatives jieba keeps as one word: 哪一年, 是谁, 几个, 多大…"""
+    return (
+        word in _QUESTION_STOPWORDS
+        or word.startswith(("哪", "什么", "多少"))
+        or "谁" in word
+        or word.startswith("第几")
+        or (len(word) == 2 and word[0] == "几" and word not in _NOT_HOW_MANY)
+        or (len(word) == 2 and word[0] == "多" and word[1] in _HOW_MUCH)
+        or (len(word) == 3 and word[0] in "是叫" and _is_question_word(word[1:]))
+    )
+
+
+def _term_weights(terms: set[str], held: list[set[str]]) -> dict[str, float]:
+    """Smoothed IDF over the context units (`held`: the question terms each unit holds);
+    bigrams and one-character words count half (bigrams mostly repeat words, single characters
+    are often segmentation leftovers).
 
     A term missing from the whole context keeps the highest weight, so a question whose key
     term the context never mentions ends up with low support everywhere.
     """
-    total = len(sentences)
+    total = len(held)
     weights = {}
     for term in terms:
-        df = sum(1 for s in sentences if term in s.features)
+        df = sum(1 for h in held if term in h)
         weight = math.log(1 + (total + 1) / (df + 0.5))
         weights[term] = weight if term.startswith("w:") and len(term) > 3 else weight / 2
     return weights
 
 
 def _deltas(answer: str) -> Iterator[str]:
-    """Small pieces, as a model would stream them; citation markers stay whole."""
+    """Small pieces, as a model would stream them; citation markers and image lines stay whole."""
     position = 0
-    for marker in _CITATION.finditer(answer):
+    for marker in _WHOLE.finditer(answer):
         yield from _pieces(answer[position : marker.start()])
         yield marker.group(0)
         position = marker.end()
