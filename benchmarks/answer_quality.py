@@ -208,6 +208,29 @@ def retrieve_cases(kb, dataset, queries, top_k: int) -> list[Case]:
     return cases
 
 
+def pipeline_answers(kb, queries) -> tuple[list[str], dict[str, int], float]:
+    """Each question through RAGService: the code behind POST /api/chat, relevance floor,
+    routing and context budgets included."""
+    from collections import Counter
+
+    from django.contrib.auth.models import User
+
+    from chat.contracts import ChatQuery, Requester
+    from chat.pipeline.rag import RAGService
+
+    staff, _ = User.objects.get_or_create(username="bench-answers", defaults={"is_staff": True})
+    service = RAGService()
+    answers, hit_types = [], Counter()
+    started = time.perf_counter()
+    for query in queries:
+        result = service.answer(
+            query=ChatQuery(knowledge_base_id=kb.slug, question=query.question), requester=Requester(staff)
+        )
+        answers.append(result.answer)
+        hit_types[result.hit_type] += 1
+    return answers, dict(hit_types), (time.perf_counter() - started) * 1000 / (len(queries) or 1)
+
+
 def spread(items, count: int):
     """`count` items evenly spread over the list (deterministic, covers every article range)."""
     if count >= len(items):
@@ -226,6 +249,9 @@ def collect(args) -> dict:
     started = time.perf_counter()
     answerable = retrieve_cases(kb, dataset, dataset.queries, args.top_k)
     retrieve_seconds = time.perf_counter() - started
+    pipeline = {}
+    if args.pipeline:
+        pipeline["answerable"] = pipeline_answers(kb, dataset.queries)
     unanswerable: list[Case] = []
     build_unanswerable = None
     if args.unanswerable:
@@ -234,7 +260,10 @@ def collect(args) -> dict:
         reduced = replace(dataset, corpus=tuple(e for e in dataset.corpus if e.id not in gold))
         kb_reduced, build_unanswerable = build_kb("bench-answers-unanswerable", reduced)
         unanswerable = retrieve_cases(kb_reduced, dataset, held_out, args.top_k)
+        if args.pipeline:
+            pipeline["unanswerable"] = pipeline_answers(kb_reduced, held_out)
     return {
+        "pipeline": pipeline,
         "dataset": dataset.name,
         "corpus": len(dataset.corpus),
         "build": build,
@@ -258,6 +287,8 @@ def main() -> None:
     parser.add_argument("--save-prompts", help="write the retrieved prompts to this JSON file")
     parser.add_argument("--load-prompts", help="reuse prompts from --save-prompts (no Django, no KB build)")
     parser.add_argument("--show-failures", type=int, default=0, help="print N answerable cases the new model misses")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="also answer through RAGService (what POST /api/chat runs: relevance floor, routes, budgets)")
     args = parser.parse_args()
     os.environ["RAG_PROVIDER"] = "local"  # retrieval and the chat model under test are the offline ones
 
@@ -291,6 +322,18 @@ def main() -> None:
                 "unanswerable": score_unanswerable(unanswerable, refusals) if unanswerable else None,
                 "ms_per_answer": round(ms, 2),
             }
+
+        pipeline = collected.get("pipeline") or {}
+        if pipeline.get("answerable"):
+            answers, hit_types, ms = pipeline["answerable"]
+            run = {"answerable": score_answerable(answerable, answers), "hit_types": hit_types, "ms_per_answer": round(ms, 2)}
+            if pipeline.get("unanswerable"):
+                refusals, unanswerable_hits, _ = pipeline["unanswerable"]
+                run["unanswerable"] = score_unanswerable(unanswerable, refusals)
+                run["unanswerable_hit_types"] = unanswerable_hits
+            else:
+                run["unanswerable"] = None
+            runs["pipeline (POST /api/chat)"] = run
 
         rows = []
         for name, run in runs.items():

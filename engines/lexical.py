@@ -75,16 +75,28 @@ def content_terms(text: str) -> list[str]:
             run += word
             continue
         if run:
-            words.append(run)
+            words.append(_unglued(run))
             run = ""
         if word and _WORD_CHAR.search(word) and not _is_question_word(word):
-            words.append(word)
+            words.append(_unglued(word))
     return list(dict.fromkeys(words))
 
 
 def _is_question_word(word: str) -> bool:
-    # "几天", "几个", "多少钱", "多长时间": the question's expected unit, not its subject.
-    return word in QUESTION_WORDS or word.startswith(("几", "多少", "多长", "多久"))
+    # "几天", "哪一年", "哪些地方", "多少钱", "什么时候": the expected kind of answer, not the subject.
+    return word in QUESTION_WORDS or word.startswith(("几", "哪", "多少", "多长", "多久", "什么", "怎么", "为什么"))
+
+
+_GLUE = frozenset("是的了叫为做在有被把将")
+
+
+def _unglued(word: str) -> str:
+    """jieba glues a particle or copula to a name it does not know ("马赛罗是" → "马赛罗", "歌叫"):
+    a word missing from the dictionary loses such a last character."""
+    idf, _median = _idf_table()
+    if len(word) >= 2 and word[-1] in _GLUE and word not in idf and _CJK.fullmatch(word[-1]):
+        return word[:-1]
+    return word
 
 
 def term_weight(term: str) -> float:
@@ -130,7 +142,8 @@ def coverage(
     total = sum(weights.values())
     matched = tuple(t for t in question_terms if normalise(t) and normalise(t) in haystack)
     missing = tuple(t for t in question_terms if t not in matched)
-    key = max(question_terms, key=lambda t: (weights[t], -question_terms.index(t)))
+    # Single characters are mostly segmentation debris ("司马繇" → 司马 / 繇): not the key.
+    key = max(question_terms, key=lambda t: (len(t) > 1, weights[t], -question_terms.index(t)))
     found = sum(weights[t] for t in matched) + sum(weights[t] * _partial(t, haystack) for t in missing)
     score = found / total if total else 0.0
     return Coverage(min(1.0, score), matched, missing, key, key in matched)

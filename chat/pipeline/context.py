@@ -81,7 +81,11 @@ def select_context(
         text = f"常见问题：{hit.question}\n标准答案：{hit.answer}"
         cov = coverage(terms, text)
         faq_scored.append((hit, text, cov, max(hit.score, cov.score)))
-    doc_scored = [(rank, result, coverage(terms, result.content)) for rank, result in enumerate(doc_results)]
+    # A chunk is read under its document title and headings ("员工手册 > 年假"), so they count.
+    doc_scored = [
+        (rank, result, coverage(terms, "\n".join((result.document_title, *result.heading_path, result.content))))
+        for rank, result in enumerate(doc_results)
+    ]
     relevances = [r for *_, r in faq_scored] + [cov.score for *_, cov in doc_scored]
     best = max(relevances, default=0.0)
     # The question's most specific term must appear somewhere in the evidence, unless the best

@@ -43,3 +43,10 @@ def test_similarity_is_symmetric_and_one_for_equal_questions():
     a, b = "年假能休几天？", "年假有多少天？"
     assert similarity(a, b) == pytest.approx(similarity(b, a))
     assert similarity("报销需要哪些材料？", "VPN 怎么连接？") == 0.0
+
+
+def test_question_phrases_and_glued_particles_are_not_content():
+    # "哪一年" asks for a year; "马赛罗是" is jieba gluing 是 to a name it does not know
+    assert "哪一年" not in content_terms("海宁西站哪一年启用？")
+    assert "罗是" not in content_terms("马赛罗是什么时候退役的？")
+    assert "哪些地方" not in content_terms("亚麻在中国主要在哪些地方栽培？")
