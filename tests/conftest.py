@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
+import uuid
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -180,7 +182,24 @@ def media_root(settings, tmp_path):
     return settings.MEDIA_ROOT
 
 
-# --- real components: Milvus Lite, the task queue -----------------------------------------------
+# --- real components: Milvus Lite, Redis, the task queue ----------------------------------------
+
+REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
+
+
+def redis_test_prefix() -> str:
+    """A key prefix of the calling test's own (never FLUSHDB: other runs may share the database),
+    once Redis at REDIS_TEST_URL answers; a skip locally, a failure in CI (CI_REQUIRE_REDIS)."""
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+    except redis.exceptions.ConnectionError:
+        if os.environ.get("CI_REQUIRE_REDIS"):
+            raise
+        pytest.skip(f"Redis is not reachable at {REDIS_URL}")
+    return f"ragsite-test-{uuid.uuid4().hex}"
+
 
 
 @pytest.fixture(scope="session")

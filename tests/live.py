@@ -46,6 +46,20 @@ def _fresh_process() -> None:
     _fresh_thread_pools()
 
 
+def session_cookie_for(user) -> dict[str, str]:
+    """The session cookie a browser holds after `user` signed in."""
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    return {settings.SESSION_COOKIE_NAME: session.session_key}
+
+
 @contextmanager
 def daphne_server(host: str = "127.0.0.1") -> Iterator[str]:
     """Serve ragsite.asgi in a child process; yields the base URL. Needs committed test data."""

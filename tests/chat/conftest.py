@@ -28,7 +28,6 @@ from typing import Any
 import httpx
 import pytest
 from django.conf import settings as django_settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -36,7 +35,7 @@ from knowledge import epochs, services
 from knowledge.models import DocumentStatus, KnowledgeBase, KnowledgeBaseVersion, Visibility
 from tests.conftest import make_kb
 from tests.fakes.provider_server import FakeProviderServer
-from tests.live import daphne_server
+from tests.live import daphne_server, session_cookie_for  # noqa: F401  (the chat tests' import point)
 
 HANDBOOK = """# 员工手册
 
@@ -198,18 +197,6 @@ def live_chat_server() -> Iterator[str]:
 
 def ws_url(base_url: str) -> str:
     return base_url.replace("http://", "ws://", 1) + "/ws/chat/"
-
-
-def session_cookie_for(user) -> dict[str, str]:
-    """The session cookie of `user` signed in through the login page."""
-    from django.contrib.sessions.backends.db import SessionStore
-
-    session = SessionStore()
-    session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.save()
-    return {django_settings.SESSION_COOKIE_NAME: session.session_key}
 
 
 def csrf_pair() -> tuple[dict[str, str], dict[str, str]]:

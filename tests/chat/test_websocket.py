@@ -5,7 +5,6 @@ production channel layer on Redis."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 import uuid
@@ -29,7 +28,7 @@ from tests.fakes.provider_server import Answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
+from tests.conftest import REDIS_URL, redis_test_prefix
 STAGE_MESSAGES = {
     "route": "正在进行查询路由...",
     "prepare": "正在识别问题意图...",
@@ -260,13 +259,7 @@ def redis_channel_layer(settings):
     """CHANNEL_LAYERS as production sets them from REDIS_URL, with a prefix of this test's own."""
     import redis
 
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
-    except redis.exceptions.ConnectionError:
-        if os.environ.get("CI_REQUIRE_REDIS"):
-            raise
-        pytest.skip(f"Redis is not reachable at {REDIS_URL}")
-    prefix = f"ragsite-test-{uuid.uuid4().hex}"
+    prefix = redis_test_prefix()
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -10,8 +10,7 @@ from knowledge import services
 from knowledge.bulk import process_queue_until_done
 from knowledge.models import DocumentStatus
 from tests.conftest import make_kb
-from tests.knowledge.test_live_events import session_cookie_for
-from tests.live import daphne_server
+from tests.live import daphne_server, session_cookie_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -9,25 +9,13 @@ import time
 
 import httpx
 import pytest
-from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.sessions.backends.db import SessionStore
 
 from knowledge.events import kb_channel
 from knowledge.eventstream import send
 from tests.conftest import make_kb
-from tests.live import daphne_server
+from tests.live import daphne_server, session_cookie_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def session_cookie_for(user) -> dict[str, str]:
-    session = SessionStore()
-    session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.save()
-    return {settings.SESSION_COOKIE_NAME: session.session_key}
 
 
 def read_events(url: str, cookies: dict, sink: queue.Queue, stop: threading.Event) -> None:

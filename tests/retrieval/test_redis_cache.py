@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import pytest
 from django.core.cache import cache
+
+from tests.conftest import REDIS_URL, redis_test_prefix
 
 from .fakes import FakeRepository, FakeStore
 from .test_service import CHUNKS, Epochs, make_service, request
 
-REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
 
 
 @pytest.fixture
 def redis_cache(settings):
     import redis
 
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
-    except redis.exceptions.ConnectionError:
-        if os.environ.get("CI_REQUIRE_REDIS"):
-            raise
-        pytest.skip(f"Redis is not reachable at {REDIS_URL}")
-    # A prefix of our own instead of FLUSHDB: other runs may share this Redis database.
-    prefix = f"ragsite-test-{uuid.uuid4().hex}"
+    prefix = redis_test_prefix()
     settings.CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
     }
