@@ -66,6 +66,12 @@ def normalise(text: str) -> str:
 def content_terms(text: str) -> list[str]:
     """The words of `text` that carry its subject, in order, once each (question words,
     particles and pronouns removed)."""
+    return list(_content_terms(text or ""))
+
+
+@lru_cache(maxsize=8192)
+def _content_terms(text: str) -> tuple[str, ...]:
+    # FAQ phrasings and questions are segmented again on every search: remember them.
     folded = unicodedata.normalize("NFKC", text or "").lower()
     words: list[str] = []
     run = ""  # consecutive single CJK characters: jieba's split of a word it does not know
@@ -79,7 +85,7 @@ def content_terms(text: str) -> list[str]:
             run = ""
         if word and _WORD_CHAR.search(word) and not _is_question_word(word):
             words.append(_unglued(word))
-    return list(dict.fromkeys(words))
+    return tuple(dict.fromkeys(words))
 
 
 def _is_question_word(word: str) -> bool:
