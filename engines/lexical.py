@@ -20,17 +20,35 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 _WORD_CHAR = re.compile(r"\w")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK = re.compile(f"[{CJK_CHARS}]")
+_CJK_WORD = re.compile(f"[{CJK_CHARS}]+")
 _PUNCT_OR_SPACE = re.compile(r"[\s\W_]+", re.UNICODE)
 
 # Words that say what kind of answer is wanted or glue the sentence, not what it is about.
 QUESTION_WORDS = frozenset(
     "什么 哪些 哪个 哪里 哪儿 哪 怎么 怎么办 怎么样 怎样 如何 是否 是不是 有没有 能不能 可不可以 "
     "吗 呢 吧 啊 呀 么 嘛 啥 咋 请问 多少 为什么 为何 几 几个 什么样 什么时候 何时 多久 多长 多大 多高 "
-    "的 了 着 过 是 有 在 和 与 及 或 或者 还是 就 都 也 又 还 对 把 被 给 从 向 到 为 以 于 之 其 "
+    "谁 何 何地 何人 何处 "
+    "的 了 是 有 在 和 与 及 或 "
     "我 我们 你 你们 您 他 她 它 他们 这 那 这个 那个 这些 那些 要 需要 能 能否 可以 会 应该 "
-    "一下 一个 告诉 知道 想 想要 请 帮 帮我 一些 有些 哪位 谁 多 少 吗？ 呢？".split()
+    "一下 一个 告诉 知道 想 想要 请 帮 帮我 一些 有些 哪位 多 少 吗？ 呢？".split()
 )
+# Grammar, not subject: content_terms drops them too (the extractive model keeps them as weak
+# evidence, weighted by IDF over its context).
+FUNCTION_WORDS = frozenset(
+    "着 过 或者 还是 就 都 也 又 还 对 把 被 给 从 向 到 为 以 于 之 其".split()
+)
+_NOT_HOW_MANY = frozenset("几乎 几何 几率 几经 几内".split())  # otherwise 几 + … is "how many …"
+_HOW_MUCH = frozenset("大长高远重久宽深厚快")
+
+# Characters jieba glues to a name it does not know ("马赛罗是", "歌叫", "成苏镜宇").
+GLUE_CHARS = "是的了以有在被把和与及将对于为又也都就叫做"
+
+# A sentence ends at 。！？； and keeps the closing quotes or brackets right after the mark
+# ("…舞步呢！”" is one sentence, not "…呢！" plus "”…"); ASCII ! ? ; . end one only before
+# whitespace (so "![图](…)" or "v1.2" are not cut).
+_SENTENCE_END = re.compile(r"[。！？；]+[”’」』）)》\]\"']*|[!?;.]+[”’\"')\]]*(?=\s)")
 
 # Unknown words: mostly names, codes and domain terms, which are the most specific evidence.
 _UNKNOWN_WEIGHT_FACTOR = 1.1
@@ -38,7 +56,9 @@ _SINGLE_CHAR_FACTOR = 0.5
 
 
 @lru_cache(maxsize=1)
-def _segmenter():
+def segmenter():
+    """jieba's tokenizer, its dictionary loaded once (about a second: do it at warm-up, not
+    inside the first request that segments text)."""
     import jieba
 
     jieba.initialize()
@@ -54,7 +74,7 @@ def _idf_table() -> tuple[dict[str, float], float]:
 
 
 def warm_up() -> None:
-    _segmenter()
+    segmenter()
     _idf_table()
 
 
@@ -75,32 +95,37 @@ def _content_terms(text: str) -> tuple[str, ...]:
     folded = unicodedata.normalize("NFKC", text or "").lower()
     words: list[str] = []
     run = ""  # consecutive single CJK characters: jieba's split of a word it does not know
-    for word in _segmenter().lcut(folded) + [""]:
+    for word in segmenter().lcut(folded) + [""]:
         word = word.strip()
-        if len(word) == 1 and _CJK.fullmatch(word) and word not in QUESTION_WORDS:
+        if len(word) == 1 and _CJK.fullmatch(word) and word not in QUESTION_WORDS and word not in FUNCTION_WORDS:
             run += word
             continue
         if run:
             words.append(_unglued(run))
             run = ""
-        if word and _WORD_CHAR.search(word) and not _is_question_word(word):
+        if word and _WORD_CHAR.search(word) and not is_question_word(word) and word not in FUNCTION_WORDS:
             words.append(_unglued(word))
     return tuple(dict.fromkeys(words))
 
 
-def _is_question_word(word: str) -> bool:
-    # "几天", "哪一年", "哪些地方", "多少钱", "什么时候": the expected kind of answer, not the subject.
-    return word in QUESTION_WORDS or word.startswith(("几", "哪", "多少", "多长", "多久", "什么", "怎么", "为什么"))
-
-
-_GLUE = frozenset("是的了叫为做在有被把将")
+def is_question_word(word: str) -> bool:
+    """Stop words, and the interrogatives jieba keeps as one word (哪一年, 哪些地方, 是谁, 几个月,
+    多大, 多少钱, 什么时候): the expected kind of answer, not the subject."""
+    return (
+        word in QUESTION_WORDS
+        or word.startswith(("哪", "什么", "多少", "多长", "多久", "怎么", "为什么", "第几"))
+        or "谁" in word
+        or (word.startswith("几") and word[:2] not in _NOT_HOW_MANY)
+        or (len(word) == 2 and word[0] == "多" and word[1] in _HOW_MUCH)
+        or (len(word) == 3 and word[0] in "是叫" and is_question_word(word[1:]))
+    )
 
 
 def _unglued(word: str) -> str:
     """jieba glues a particle or copula to a name it does not know ("马赛罗是" → "马赛罗", "歌叫"):
     a word missing from the dictionary loses such a last character."""
     idf, _median = _idf_table()
-    if len(word) >= 2 and word[-1] in _GLUE and word not in idf and _CJK.fullmatch(word[-1]):
+    if len(word) >= 2 and word[-1] in GLUE_CHARS and word not in idf and _CJK.fullmatch(word[-1]):
         return word[:-1]
     return word
 
@@ -150,20 +175,42 @@ def coverage(
     missing = tuple(t for t in question_terms if t not in matched)
     # Single characters are mostly segmentation debris ("司马繇" → 司马 / 繇): not the key.
     key = max(question_terms, key=lambda t: (len(t) > 1, weights[t], -question_terms.index(t)))
-    found = sum(weights[t] for t in matched) + sum(weights[t] * _partial(t, haystack) for t in missing)
+    found = sum(weights[t] for t in matched) + sum(weights[t] * mention_share(normalise(t), haystack) for t in missing)
     score = found / total if total else 0.0
     return Coverage(min(1.0, score), matched, missing, key, key in matched)
 
 
-def _partial(term: str, haystack: str) -> float:
-    """Credit for a longer term found only in part: segmentation differs between texts
-    ("最多能" / "最多几台"), so half or more of its character bigrams present count pro rata."""
-    term = normalise(term)
-    if len(term) < 3 or not _CJK.search(term):
+def mention_share(term: str, text: str) -> float:
+    """1.0 when `term` is in `text`; for a CJK word of three or more characters, which other
+    texts segment differently ("最多能" / "最多几台"), the share of its character bigrams found
+    when that is at least half; else 0."""
+    if term and term in text:
+        return 1.0
+    if len(term) < 3 or not _CJK_WORD.fullmatch(term):
         return 0.0
     bigrams = [term[i:i + 2] for i in range(len(term) - 1)]
-    share = sum(1 for b in bigrams if b in haystack) / len(bigrams)
+    share = sum(1 for b in bigrams if b in text) / len(bigrams)
     return share if share >= 0.5 else 0.0
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the sentences of `text`, line by line, whitespace trimmed."""
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        start = 0
+        pieces = []
+        for match in _SENTENCE_END.finditer(line):
+            pieces.append((start, match.end()))
+            start = match.end()
+        pieces.append((start, len(line)))
+        for begin, end in pieces:
+            piece = line[begin:end]
+            left, right = len(piece) - len(piece.lstrip()), len(piece.rstrip())
+            if right > left:
+                spans.append((offset + begin + left, offset + begin + right))
+        offset += len(line)
+    return spans
 
 
 def similarity(a: str, b: str) -> float:

@@ -16,14 +16,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from chat.contracts import Citation, SupportSpan
-from engines.lexical import content_terms, coverage
+from engines.lexical import content_terms, coverage, sentence_spans
 
 from .confidence import fact_units
 from .context import ContextItem, locator_label
 
 _CITATION = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
 _IMAGE = re.compile(r"!\[[^\]\n]*\]\(asset://\d+\)")
-_SENTENCE = re.compile(r"[^。！？!?；;\n]+[。！？!?；;]*")
 
 
 def build_citations(items: tuple[ContextItem, ...], *, question: str) -> tuple[Citation, ...]:
@@ -115,22 +114,11 @@ def reference_tail(citations: tuple[Citation, ...], *, limit: int) -> str:
 # --- spans --------------------------------------------------------------------------------------
 
 
-def _sentences(text: str) -> list[tuple[int, int]]:
-    spans = []
-    for match in _SENTENCE.finditer(text):
-        start, end = match.start(), match.end()
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if end - start >= 2:
-            spans.append((start, end))
-    return spans
-
-
 def _best_sentence(text: str, terms: list[str]) -> tuple[int, int] | None:
     best, best_score = None, 0.0
-    for start, end in _sentences(text):
+    for start, end in sentence_spans(text):
+        if end - start < 2:
+            continue
         score = coverage(terms, text[start:end]).score if terms else 0.0
         if score > best_score:
             best, best_score = (start, end), score

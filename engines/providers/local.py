@@ -18,6 +18,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from engines.lexical import (
+    CJK_CHARS,
+    GLUE_CHARS,
+    is_question_word,
+    mention_share,
+    segmenter,
+    sentence_spans,
+)
 from engines.ports import ChatMessage, ProviderUnavailable, RerankScore
 from engines.tokens import count_tokens
 
@@ -25,19 +33,8 @@ LOCAL_EMBEDDING_MODEL = "local-hash-lexical-v1"
 
 # --- text features ------------------------------------------------------------------------------
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
+_CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 _WORD_CHAR = re.compile(r"\w")
-
-
-@lru_cache(maxsize=1)
-def _segmenter():
-    import jieba
-
-    # Loading the dictionary takes about a second: do it once, up front, rather than inside the
-    # first request that happens to segment text (jieba.initialize is locked and idempotent).
-    jieba.initialize()
-    return jieba.dt
 
 
 def _normalise(text: str) -> str:
@@ -62,7 +59,7 @@ def lexical_features(text: str) -> list[str]:
 
 
 def _words(normalised: str) -> list[str]:
-    return [w.lower() for w in _segmenter().lcut(normalised) if _WORD_CHAR.search(w)]
+    return [w.lower() for w in segmenter().lcut(normalised) if _WORD_CHAR.search(w)]
 
 
 def _bigrams(normalised: str) -> list[str]:
@@ -202,10 +199,6 @@ class IdentityRewriter:
 _CONTEXT_BLOCK = re.compile(r"<knowledge_context>(.*?)</knowledge_context>", re.S)
 _SOURCE_MARKER = re.compile(r"^[ \t]*\[来源\s*(\d+)\][ \t]*(.*)$", re.M)
 _QUESTION = re.compile(r"问题[：:][ \t]*(.+?)(?:\n[ \t]*\n|\Z)", re.S)
-# A sentence ends at 。！？； and keeps the closing quotes or brackets right after the mark
-# ("…舞步呢！”" is one sentence, not "…呢！" plus "”…"); ASCII ! ? ; . end one only before
-# whitespace (so "![图](…)" or "v1.2" are not cut).
-_SENTENCE_END = re.compile(r"[。！？；]+[”’」』）)》\]\"']*|[!?;.]+[”’\"')\]]*(?=\s)")
 # Streamed whole: a citation marker, an image line.
 _WHOLE = re.compile(r"\[来源 \d+\]\(citation://\d+\)|^!\[[^\]\n]*\]\(asset://\d+\)$", re.M)
 _ASSET_LINE = re.compile(r"^!\[([^\]\n]*)\]\(asset://(\d+)\)$")
@@ -214,13 +207,6 @@ _CAPTION_START = re.compile(r"^(?:\[图片\]|图片[：:]|(?:图|Figure|Fig\.?)\
 # Quoted text that looks like our own markup is never quoted: it could pose as a citation or image.
 _OUR_MARKUP = re.compile(r"citation://|asset://|\[\s*来源\s*\d+\s*\]")
 
-# Question words that say what kind of answer is wanted, not what it is about.
-_QUESTION_STOPWORDS = frozenset(
-    "什么 哪些 哪个 哪里 哪儿 哪 怎么 怎么办 怎么样 怎样 如何 是否 是不是 有没有 能不能 可不可以 "
-    "吗 呢 吧 啊 呀 么 啥 咋 请问 多少 为什么 为何 几 什么时候 何时 多久 谁 何 何地 何人 "
-    "的 了 是 有 在 和 与 及 或 我 我们 你 你们 要 需要 能 能否 可以 会 应该 一下 一个".split()
-)
-
 # Questions about a picture: the answer then shows the cited source's image as well.
 # "图" alone counts (示意图, 截图, 位置图, 图中…) except in words that are no picture.
 _IMAGE_QUESTION = re.compile(
@@ -228,9 +214,6 @@ _IMAGE_QUESTION = re.compile(
     r"|(?<![试意企宏蓝版])图(?![书谋灵])",
     re.I,
 )
-
-_NOT_HOW_MANY = frozenset("几乎 几何 几率 几经 几内".split())  # 几 + one character is "how many …"
-_HOW_MUCH = frozenset("大长高远重久宽深厚快")
 
 # What a question asks for, and what a sentence holding that kind of answer contains.
 _QUESTION_SHAPES = {
@@ -256,7 +239,6 @@ _ANSWER_SHAPES = {
 _SHAPE_BONUS = 1.1
 _CAPTION_FACTOR = 0.8
 _COMMON_WORD_FREQ = 1000
-_GLUE_CHARS = "是的了以有在被把和与及将对于为又也都就"
 _OFF_TOPIC_FACTOR = 0.5
 
 _MAX_LINES = 3
@@ -387,23 +369,6 @@ def _parse_sources(block: str) -> list[ContextSource]:
     return sources
 
 
-def _spans(text: str, ends: re.Pattern[str]) -> list[tuple[int, int]]:
-    """(start, end) of the pieces of `text` cut after each match of `ends`, whitespace trimmed."""
-    spans, start = [], 0
-    for match in ends.finditer(text):
-        spans.append((start, match.end()))
-        start = match.end()
-    spans.append((start, len(text)))
-    trimmed = []
-    for start, end in spans:
-        piece = text[start:end]
-        left = len(piece) - len(piece.lstrip())
-        right = len(piece.rstrip())
-        if right > left:
-            trimmed.append((start + left, start + right))
-    return trimmed
-
-
 def _squash(text: str) -> str:
     return "".join(text.split())
 
@@ -451,7 +416,7 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
             index = end
             continue
         if line and _squash(line) != title:  # a body line repeating the title is no content
-            for start, stop in _spans(line, _SENTENCE_END):
+            for start, stop in sentence_spans(line):
                 add(line[start:stop])
         index += 1
     # A sentence repeating an image's caption is a caption too.
@@ -581,7 +546,7 @@ class ExtractiveChatModel:
         # them it speaks about something else, however many common words it shares.
         keys = _key_words(question)
         on_topic = {
-            part.order: not keys or any(_mentions(part.plain, key) for key in keys)
+            part.order: not keys or any(mention_share(key, part.plain) for key in keys)
             for part in parts
         }
         if not any(on_topic.values()):
@@ -720,12 +685,12 @@ def _key_words(question: str) -> list[str]:
     frequency below `_COMMON_WORD_FREQ`, or not in it at all, as most names) and Latin or
     digit tokens of two characters or more. Characters jieba glued to an unknown name
     ("晏是", "成苏镜宇") are trimmed off the edges."""
-    frequencies = _segmenter().FREQ
+    frequencies = segmenter().FREQ
     keys = []
     for word in lexical_words(question):
-        if _is_question_word(word):
+        if is_question_word(word):
             continue
-        core = word.strip(_GLUE_CHARS) or word
+        core = word.strip(GLUE_CHARS) or word
         if len(core) < 2:
             continue
         if _CJK_RUN.fullmatch(core):
@@ -735,17 +700,6 @@ def _key_words(question: str) -> list[str]:
             continue
         keys.append(core)
     return keys
-
-
-def _mentions(plain: str, key: str) -> bool:
-    """`key` is in the text, or (a CJK word of three or more characters, which jieba may cut
-    differently) at least half of its character bigrams are."""
-    if key in plain:
-        return True
-    if len(key) < 3 or not _CJK_RUN.fullmatch(key):
-        return False
-    bigrams = [key[i : i + 2] for i in range(len(key) - 1)]
-    return 2 * sum(1 for b in bigrams if b in plain) >= len(bigrams)
 
 
 def _wanted_shapes(question: str) -> frozenset[str]:
@@ -813,22 +767,9 @@ def _question_terms(question: str) -> set[str]:
     """Content words of the question, and CJK bigrams of the text left between question words
     (so "哪些材料" yields "材料", not the noise bigram "些材")."""
     words = lexical_words(question)
-    kept = [w for w in words if not _is_question_word(w)]
-    remainder = "".join(w if not _is_question_word(w) else " " for w in words)
+    kept = [w for w in words if not is_question_word(w)]
+    remainder = "".join(w if not is_question_word(w) else " " for w in words)
     return {f"w:{w}" for w in kept} | {f"b:{b}" for b in cjk_bigrams(remainder)}
-
-
-def _is_question_word(word: str) -> bool:
-    """Stop words, and the interrogatives jieba keeps as one word: 哪一年, 是谁, 几个, 多大…"""
-    return (
-        word in _QUESTION_STOPWORDS
-        or word.startswith(("哪", "什么", "多少"))
-        or "谁" in word
-        or word.startswith("第几")
-        or (len(word) == 2 and word[0] == "几" and word not in _NOT_HOW_MANY)
-        or (len(word) == 2 and word[0] == "多" and word[1] in _HOW_MUCH)
-        or (len(word) == 3 and word[0] in "是叫" and _is_question_word(word[1:]))
-    )
 
 
 def _term_weights(terms: set[str], held: list[set[str]]) -> dict[str, float]:

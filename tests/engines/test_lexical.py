@@ -50,3 +50,18 @@ def test_question_phrases_and_glued_particles_are_not_content():
     assert "哪一年" not in content_terms("海宁西站哪一年启用？")
     assert "罗是" not in content_terms("马赛罗是什么时候退役的？")
     assert "哪些地方" not in content_terms("亚麻在中国主要在哪些地方栽培？")
+
+
+def test_sentence_spans_keep_closing_quotes_and_do_not_cut_inside_codes_or_images():
+    from engines.lexical import sentence_spans
+
+    text = "他说：“好的！”然后离开。版本 v1.2 已发布\n![图](asset://3) 见上。"
+    pieces = [text[a:b] for a, b in sentence_spans(text)]
+    assert pieces == ["他说：“好的！”", "然后离开。", "版本 v1.2 已发布", "![图](asset://3) 见上。"]
+
+
+def test_question_words_are_shared_and_exceptions_are_content():
+    from engines.lexical import is_question_word
+
+    assert all(is_question_word(w) for w in ("几个月", "多大", "是谁", "哪一年", "第几"))
+    assert not is_question_word("几乎") and not is_question_word("年假")
