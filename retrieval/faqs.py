@@ -18,25 +18,24 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
 from engines.lexical import normalise, similarity
-from engines.ports import Embedder, ProviderError, RetrievalCache, VectorStore, VectorStoreError
+from engines.ports import Embedder, RetrievalCache, VectorStore
 from knowledge.models import FAQ
 
 from . import cache as l2
+from .channels import query_vector, run_channels
 from .contracts import (
     CacheEvent,
     CacheSummary,
     ChannelError,
     FactsUnavailable,
     FaqHit,
-    RetrievalCancelled,
     StageTiming,
 )
 from .fusion import RankedHit, reciprocal_rank_fusion
@@ -147,24 +146,13 @@ class FaqRetrieval:
         for label, variant in zip(("original", "rewrite", "variant2", "variant3"), request.variants):
             jobs[f"faq_dense:{label}"] = self._dense_job(request, variant, events)
             jobs[f"faq_sparse:{label}"] = self._sparse_job(request, variant)
-        futures: dict[str, Future] = {name: self.executor.submit(_timed, job) for name, job in jobs.items()}
-        try:
-            pending = set(futures.values())
-            while pending:
-                if cancel is not None and cancel.is_set():
-                    raise RetrievalCancelled("FAQ retrieval cancelled by the caller")
-                _done, pending = wait_futures(pending, timeout=0.05)
-        except BaseException:
-            for future in futures.values():
-                future.cancel()
-            raise
+        results, failures = run_channels(jobs, executor=self.executor, cancel=cancel)
         lists: dict[str, list[RankedHit]] = {}
-        for name, future in futures.items():
-            try:
-                hits, elapsed = future.result()
-            except (ProviderError, VectorStoreError) as exc:
-                errors.append(ChannelError(name, getattr(exc, "code", "error"), _("FAQ 检索通道失败。")))
+        for name in jobs:
+            if name in failures:
+                errors.append(ChannelError(name, getattr(failures[name], "code", "error"), _("FAQ 检索通道失败。")))
                 continue
+            hits, elapsed = results[name]
             timings.append(StageTiming(f"channel:{name}", elapsed))
             lists[name] = hits
         if jobs and not lists:
@@ -187,16 +175,8 @@ class FaqRetrieval:
         return job
 
     def _query_vector(self, text: str, events: list[CacheEvent], *, use_cache: bool) -> list[float]:
-        if not use_cache or self.cache is None:
-            return self.embedder.embed_query(text)
-        key = l2.embedding_key(model=self.embedder.model, dimension=self.embedder.dimension, text=text)
-        cached = self.cache.get(key)
-        events.append(CacheEvent("query_embedding", cached is not None, "embedding"))
-        if cached is not None:
-            return cached
-        vector = self.embedder.embed_query(text)
-        self.cache.set(key, list(vector), ttl=self.cache.embedding_ttl)
-        return vector
+        return query_vector(embedder=self.embedder, cache=self.cache, text=text, events=events,
+                            use_cache=use_cache)
 
     def _response(self, request, hits, events, errors, degradations, timings, started) -> FaqSearchResponse:
         hit_count = sum(1 for e in events if e.hit)
@@ -268,12 +248,6 @@ def _score(question: str, fused, rows: dict[int, dict]) -> list[FaqHit]:
         )
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [hit for _, _, hit in scored]
-
-
-def _timed(job):
-    started = time.perf_counter()
-    hits = job()
-    return hits, _ms(started)
 
 
 def _ms(started: float) -> float:

@@ -19,14 +19,26 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from engines.ports import (
+    ChatMessage,
+    ChatModel,
+    DocumentFilter,
+    Embedder,
+    ProviderError,
+    QueryRewriter,
+    Reranker,
+    RetrievalCache,
+    VectorStore,
+)
+
 from . import cache as l2  # key builders only; the store itself is the injected port
+from .channels import query_vector, run_channels
 from .contracts import (
     AllChannelsFailed,
     CacheEvent,
@@ -42,18 +54,6 @@ from .contracts import (
 )
 from .dynamic_topk import cut_at_cliff
 from .fusion import FusedHit, RankedHit, reciprocal_rank_fusion
-from engines.ports import (
-    ChatMessage,
-    ChatModel,
-    DocumentFilter,
-    Embedder,
-    ProviderError,
-    QueryRewriter,
-    Reranker,
-    RetrievalCache,
-    VectorStore,
-    VectorStoreError,
-)
 from .repository import ChunkRow, ReadyFacts, Repository
 from .small2big import DEFAULT_BUDGET_TOKENS, expand, neighbour_positions
 
@@ -260,34 +260,20 @@ class RetrievalService:
                 jobs["dense:hyde"] = self._hyde_job(request, documents, run)
 
         started = time.perf_counter()
-        futures: dict[str, Future] = {}
-        for name, job in jobs.items():
-            futures[name] = self.executor.submit(self._timed_job, job)
-        try:
-            pending = set(futures.values())
-            while pending:
-                if cancel is not None and cancel.is_set():
-                    raise RetrievalCancelled("retrieval cancelled by the caller")
-                _done, pending = wait_futures(pending, timeout=0.05)
-        except BaseException:
-            for future in futures.values():
-                future.cancel()
-            raise
+        results, failures = run_channels(jobs, executor=self.executor, cancel=cancel)
         run.timed("recall", started)
 
         lists: dict[str, list[RankedHit]] = {}
-        for name, future in futures.items():
-            try:
-                hits, elapsed = future.result()
-            except (RetrievalCancelled, CancelledError):
-                raise
-            except (ProviderError, VectorStoreError) as exc:
+        for name in jobs:
+            if name in failures:
+                exc = failures[name]
                 run.errors.append(ChannelError(name, getattr(exc, "code", "error"), _channel_message(name)))
                 if name == "dense:hyde":
                     run.degradations.append("hyde_failed")
                 else:
                     run.degradations.append(f"{name.split(':')[0]}_failed:{name.split(':')[1]}")
                 continue
+            hits, elapsed = results[name]
             run.timings.append(StageTiming(f"channel:{name}", elapsed))
             run.counts[name] = len(hits)
             lists[name] = hits
@@ -297,12 +283,6 @@ class RetrievalService:
                 _("所有检索通道都失败了，请稍后重试。"), details=tuple(run.errors)
             )
         return lists
-
-    @staticmethod
-    def _timed_job(job: Callable[[], list[RankedHit]]) -> tuple[list[RankedHit], float]:
-        started = time.perf_counter()
-        hits = job()
-        return hits, round((time.perf_counter() - started) * 1000, 2)
 
     def _dense_job(self, request, text: str, documents: DocumentFilter, run: _Run):
         def job() -> list[RankedHit]:
@@ -340,16 +320,8 @@ class RetrievalService:
         return job
 
     def _query_vector(self, text: str, run: _Run, *, use_cache: bool) -> list[float]:
-        if not use_cache or self.cache is None:
-            return self.embedder.embed_query(text)
-        key = l2.embedding_key(model=self.embedder.model, dimension=self.embedder.dimension, text=text)
-        cached = self.cache.get(key)
-        run.events.append(CacheEvent("query_embedding", cached is not None, "embedding"))
-        if cached is not None:
-            return cached
-        vector = self.embedder.embed_query(text)
-        self.cache.set(key, list(vector), ttl=self.cache.embedding_ttl)
-        return vector
+        return query_vector(embedder=self.embedder, cache=self.cache, text=text, events=run.events,
+                            use_cache=use_cache)
 
     def _rerank(self, request, fused: list[FusedHit], rows: dict[int, ChunkRow], run: _Run):
         """(hit, fusion score, rerank score | None) in final order."""
