@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib.auth.models import AnonymousUser
 from django.utils.translation import gettext as _
 
 from knowledge.access import can_read_knowledge_base
@@ -12,6 +13,22 @@ from ragsite.errors import NotFound
 from .contracts import Requester
 from .models import Conversation
 from .selectors import owned_conversations
+
+
+def requester_of(*, user, session, claim_session: bool) -> Requester:
+    """Who asks: a signed-in user, or an anonymous reader identified by their session.
+
+    Asking a question (`claim_session`) gives an anonymous reader a session if they have none,
+    so their conversation is theirs to continue; reading never creates one.
+    """
+    if user is not None and user.is_authenticated:
+        return Requester(user=user)
+    key = session.session_key if session is not None else ""
+    if not key and claim_session and session is not None:
+        session["chat"] = True  # modified: the HTTP middleware sends the cookie back
+        session.save()
+        key = session.session_key
+    return Requester(user=AnonymousUser(), session_key=key or "")
 
 
 def access_conversation(*, requester: Requester, conversation_id: uuid.UUID | str) -> Conversation:

@@ -18,10 +18,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth.models import AnonymousUser
 from django.utils.translation import gettext as _
 
+from ragsite.api import error_payload
 from ragsite.errors import DomainError
-from retrieval.contracts import RetrievalError
 
-from .contracts import GenerationFailed, Requester, TurnCancelled
+from .access import requester_of
+from .contracts import TurnCancelled
 from .pipeline.events import Delta, Evidence, Finished, Started, Status
 from .pipeline.rag import GENERATION_FAILED
 from .serializers import ChatRequestInput
@@ -111,27 +112,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 self.runner = None
 
     def _validate(self, body: dict):
-        serializer = ChatRequestInput(data=body)
         try:
-            if not serializer.is_valid():
-                field, errors = next(iter(serializer.errors.items()))
-                return DomainError(f"{field}: {errors[0]}", code="invalid_request")
+            query = ChatRequestInput.query_from(body)
         except DomainError as exc:
             return exc
-        return serializer.to_query(), self._requester()
-
-    def _requester(self) -> Requester:
-        user = self.scope.get("user") or AnonymousUser()
-        if user.is_authenticated:
-            return Requester(user=user)
-        session = self.scope.get("session")
-        if session is not None and not session.session_key:
-            # Like the HTTP views: an anonymous reader owns conversations by session, so a socket
-            # without a session cookie gets one (kept for the socket's lifetime) or its follow-ups
-            # could never find their conversation. Runs in a worker thread (`_validate`).
-            session["chat"] = True
-            session.save()
-        return Requester(user=AnonymousUser(), session_key=(session.session_key or "") if session else "")
+        # Runs in a worker thread: claiming a session saves it.
+        requester = requester_of(
+            user=self.scope.get("user") or AnonymousUser(), session=self.scope.get("session"), claim_session=True
+        )
+        return query, requester
 
     async def _cancel_turn(self) -> None:
         if self.runner is not None:
@@ -147,10 +136,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "error", "session_id": session_id, "trace_id": trace_id,
                                   "code": "cancelled", "error": _("已停止回答。")})
             return
-        if isinstance(exc, GenerationFailed):
-            message, code = str(exc.message), exc.code
-        elif isinstance(exc, (DomainError, RetrievalError)):
-            message, code = str(exc.message), exc.code
+        known = error_payload(exc)
+        if known is not None:
+            _status, body = known
+            message, code = body["detail"], body["code"]
         else:
             logger.error("chat turn failed: %s", type(exc).__name__)
             message, code = _(GENERATION_FAILED), "internal_error"

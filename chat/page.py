@@ -75,20 +75,12 @@ CATALOG = {
 }
 
 
-def _ensure_session(request: HttpRequest) -> None:
-    """Anonymous readers own their conversations by session: have one before the first list."""
-    if not request.user.is_authenticated and not request.session.session_key:
-        request.session["chat"] = True
-        request.session.save()
-
-
 @ensure_csrf_cookie
 def chat_page(request: HttpRequest) -> HttpResponse:
     lang = request.GET.get("lang", "")
     if lang in dict(settings.LANGUAGES):
         translation.activate(lang)
         request.LANGUAGE_CODE = lang
-    _ensure_session(request)
     kbs = readable_knowledge_bases(request.user).select_related("active_version").order_by("name", "pk")
     config = {
         "knowledge_bases": [

@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from ragsite.errors import ValidationFailed
-from retrieval.contracts import MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_QUESTION_CHARS, MAX_TOP_K, MODES
+from retrieval.contracts import MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_TOP_K, MODES
 
 from .contracts import ChatOptions, ChatQuery
 
@@ -46,22 +46,26 @@ class ChatRequestInput(serializers.Serializer):
     )
 
     def validate(self, data):
+        # Emptiness and length are the pipeline's to judge (RAGService.run), for every transport.
         question = data.get("question")
         if question is None:
             if "messages" not in data:
                 raise ValidationFailed(_("请提供 question，或 AI SDK 格式的 messages。"), code="question_empty")
             question = last_user_text(data["messages"])
-        if not question.strip():
-            raise ValidationFailed(_("问题不能为空。"), code="question_empty")
-        if len(question.strip()) > MAX_QUESTION_CHARS:
-            raise ValidationFailed(
-                _("问题过长（最多 %(n)s 个字符）。") % {"n": MAX_QUESTION_CHARS}, code="question_too_long"
-            )
         top_k, candidate_k = data.get("top_k"), data.get("candidate_k")
         if top_k and candidate_k and candidate_k < top_k:
             raise serializers.ValidationError({"candidate_k": _("candidate_k 不能小于 top_k。")})
         data["question"] = question.strip()
         return data
+
+    @classmethod
+    def query_from(cls, data) -> ChatQuery:
+        """The question a transport received, or ValidationFailed with the first problem."""
+        serializer = cls(data=data)
+        if not serializer.is_valid():
+            field, errors = next(iter(serializer.errors.items()))
+            raise ValidationFailed(f"{field}: {errors[0]}", code="invalid_request", errors=serializer.errors)
+        return serializer.to_query()
 
     def to_query(self) -> ChatQuery:
         data = self.validated_data

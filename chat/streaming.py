@@ -64,10 +64,6 @@ class TurnRunner:
     def cancel(self) -> None:
         self.cancelled.set()
 
-    async def wait_finished(self) -> None:
-        if self._future is not None:
-            await asyncio.shield(self._future)
-
     def _put(self, outcome: Outcome) -> None:
         try:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, outcome)

@@ -13,23 +13,23 @@ import json
 import logging
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
-from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.authtoken.models import Token
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.generics import GenericAPIView
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ragsite.api import error_payload
 from ragsite.errors import DomainError
-from retrieval.contracts import RetrievalError
 
 from . import selectors, sse
-from .access import access_conversation
+from .access import access_conversation, requester_of
 from .contracts import GenerationFailed, Requester, TurnCancelled
 from .pipeline.events import Delta, Evidence, Finished, Started, Status
 from .pipeline.rag import GENERATION_FAILED, RAGService
@@ -41,53 +41,24 @@ logger = logging.getLogger(__name__)
 
 # --- who is asking ------------------------------------------------------------------------------
 
-
-def _anonymous_session_key(request: HttpRequest) -> str:
-    """Anonymous readers of a public knowledge base own their conversations by session."""
-    session = request.session
-    if not session.session_key:
-        session["chat"] = True  # modified: the middleware sends the cookie with this response
-        session.save()
-    return session.session_key or ""
+# DRF's own authenticators, as on every API view: a `Token` header, else the session with its
+# CSRF check (enforced for signed-in session users, as DRF does).
+AUTHENTICATORS = (TokenAuthentication, SessionAuthentication)
 
 
-def requester_for(request) -> Requester:
-    user = request.user
-    if user is not None and user.is_authenticated:
-        return Requester(user=user)
-    return Requester(user=AnonymousUser(), session_key=_anonymous_session_key(request))
-
-
-class _CsrfCheck(CsrfViewMiddleware):
-    def _reject(self, request, reason):
-        return reason
-
-
-def _token_user(header: str):
-    key = header.split(" ", 1)[1].strip() if " " in header else ""
-    token = Token.objects.select_related("user").filter(key=key).first() if key else None
-    if token is None or not token.user.is_active:
-        return None
-    return token.user
+def requester_for(request, *, claim_session: bool = False) -> Requester:
+    return requester_of(user=request.user, session=request.session, claim_session=claim_session)
 
 
 def _authenticate(request: HttpRequest):
-    """(user, error response): a `Token` header, else the session (with its CSRF check)."""
-    header = request.headers.get("Authorization", "")
-    if header.lower().startswith("token "):
-        user = _token_user(header)
-        if user is None:
-            return None, _json({"code": "authentication_failed", "detail": _("令牌无效或已过期。")}, 401)
-        return user, None
-    user = request.user
-    if user.is_authenticated or request.session.session_key:
-        # Like DRF's SessionAuthentication: a cookie-authenticated POST must carry the CSRF token.
-        check = _CsrfCheck(lambda r: None)
-        check.process_request(request)
-        reason = check.process_view(request, None, (), {})
-        if reason:
-            return None, _json({"code": "csrf_failed", "detail": _("CSRF 校验失败：%(reason)s") % {"reason": reason}}, 403)
-    return user, None
+    """(user, None), or (None, the JSON error response)."""
+    try:
+        drf_request = Request(request, parsers=[JSONParser()], authenticators=[cls() for cls in AUTHENTICATORS])
+        return drf_request.user, None
+    except AuthenticationFailed:
+        return None, _json({"code": "authentication_failed", "detail": _("令牌无效或已过期。")}, 401)
+    except PermissionDenied as exc:
+        return None, _json({"code": "csrf_failed", "detail": _("CSRF 校验失败：%(reason)s") % {"reason": exc.detail}}, 403)
 
 
 # --- SSE ----------------------------------------------------------------------------------------
@@ -124,25 +95,22 @@ async def chat_stream(request: HttpRequest):
 
 
 def _prepare_request(request: HttpRequest):
+    raw = request.body  # read before DRF's CSRF check parses the request (Django keeps it then)
     user, failure = _authenticate(request)
     if failure is not None:
         return failure
     request.user = user
     try:
-        body = json.loads(request.body or b"{}")
+        body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):
         return _json({"code": "invalid_json", "detail": _("请求体不是合法的 JSON。")}, 400)
     if not isinstance(body, dict):
         return _json({"code": "invalid_json", "detail": _("请求体必须是 JSON 对象。")}, 400)
-    serializer = ChatRequestInput(data=body)
     try:
-        if not serializer.is_valid():
-            detail = next(iter(serializer.errors.items()))
-            return _json({"code": "invalid_request", "detail": f"{detail[0]}: {detail[1][0]}",
-                          "errors": serializer.errors}, 400)
+        query = ChatRequestInput.query_from(body)
     except DomainError as exc:
         return _error_json(exc)
-    return serializer.to_query(), requester_for(request)
+    return query, requester_for(request, claim_session=True)
 
 
 async def _ui_message_stream(runner: TurnRunner, preface):
@@ -196,17 +164,10 @@ def _json(payload: dict, status: int) -> JsonResponse:
 
 
 def _error_json(exc: BaseException) -> JsonResponse:
-    if isinstance(exc, RetrievalError):
-        return _json(
-            {
-                "code": exc.code,
-                "detail": exc.message,
-                "channel_errors": [{"channel": e.channel, "error": e.error, "message": e.message} for e in exc.details],
-            },
-            exc.http_status,
-        )
-    if isinstance(exc, DomainError):
-        return _json({"code": exc.code, "detail": str(exc.message), **exc.extra}, exc.http_status)
+    known = error_payload(exc)
+    if known is not None:
+        status, body = known
+        return _json(body, status)
     logger.error("chat turn failed before streaming: %r", exc)
     return _json({"code": "internal_error", "detail": _(GENERATION_FAILED)}, 500)
 
@@ -216,9 +177,8 @@ class ChatView(APIView):
 
     @extend_schema(request=ChatRequestInput, responses={200: dict})
     def post(self, request: Request) -> Response:
-        serializer = ChatRequestInput(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        result = RAGService().answer(query=serializer.to_query(), requester=requester_for(request))
+        query = ChatRequestInput.query_from(request.data)
+        result = RAGService().answer(query=query, requester=requester_for(request, claim_session=True))
         return Response(result.as_dict())
 
 

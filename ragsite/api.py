@@ -12,23 +12,27 @@ from ragsite.errors import DomainError
 from retrieval.contracts import RetrievalError
 
 
-def exception_handler(exc, context):
+def error_payload(exc: BaseException) -> tuple[int, dict] | None:
+    """(status, body) of a domain or retrieval error, the same for DRF views and for the
+    transports that are not DRF views (the SSE stream, the WebSocket consumer); None otherwise."""
     if isinstance(exc, RetrievalError):
-        return Response(
-            {
-                "code": exc.code,
-                "detail": exc.message,
-                "channel_errors": [
-                    {"channel": e.channel, "error": e.error, "message": e.message} for e in exc.details
-                ],
-            },
-            status=exc.http_status,
-        )
+        return exc.http_status, {
+            "code": exc.code,
+            "detail": exc.message,
+            "channel_errors": [
+                {"channel": e.channel, "error": e.error, "message": e.message} for e in exc.details
+            ],
+        }
     if isinstance(exc, DomainError):
-        return Response(
-            {"code": exc.code, "detail": str(exc.message), **exc.extra},
-            status=exc.http_status,
-        )
+        return exc.http_status, {"code": exc.code, "detail": str(exc.message), **exc.extra}
+    return None
+
+
+def exception_handler(exc, context):
+    known = error_payload(exc)
+    if known is not None:
+        status_code, body = known
+        return Response(body, status=status_code)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -110,10 +110,13 @@ def test_page_allows_nothing_but_its_own_origin_and_runs_no_inline_script(client
     assert "<style" not in html and "style=" not in html
 
 
-def test_anonymous_visitors_get_a_session_and_a_csrf_cookie(client):
+def test_anonymous_visitors_get_a_csrf_cookie_but_no_session_for_looking(client):
+    # when: the page is only read
     response = client.get("/")
-    assert response.cookies[settings.SESSION_COOKIE_NAME].value
+    client.get("/api/chat/conversations")
+    # then: nothing is written for the visitor yet
     assert response.cookies[settings.CSRF_COOKIE_NAME].value
+    assert settings.SESSION_COOKIE_NAME not in client.cookies
     config = data_block(response, "chat-config")
     assert config["csrf_token"] and config["csrf_cookie_name"] == settings.CSRF_COOKIE_NAME
     assert config["urls"] == {
@@ -121,11 +124,18 @@ def test_anonymous_visitors_get_a_session_and_a_csrf_cookie(client):
     }
 
 
-def test_a_returning_visitor_keeps_the_session(client):
-    first = client.get("/").cookies[settings.SESSION_COOKIE_NAME].value
+def test_the_first_question_gives_an_anonymous_visitor_the_session_that_owns_it(client):
+    # given: a public knowledge base (a greeting needs no retrieval)
+    kb = make_kb(visibility=Visibility.PUBLIC)
+    # when
+    answer = client.post("/api/chat", {"knowledge_base_id": kb.slug, "question": "你好"}, content_type="application/json")
+    listed = client.get("/api/chat/conversations").json()
     again = client.get("/")
+    # then: the conversation is theirs, and the session stays the same
+    assert answer.status_code == 200, answer.content
+    assert settings.SESSION_COOKIE_NAME in client.cookies
+    assert [c["id"] for c in listed["results"]] == [answer.json()["conversation_id"]]
     assert settings.SESSION_COOKIE_NAME not in again.cookies
-    assert client.cookies[settings.SESSION_COOKIE_NAME].value == first
 
 
 def test_scripts_and_styles_it_loads_are_served(client):
