@@ -325,8 +325,8 @@ class QueryTraceAdmin(admin.ModelAdmin):
     def _detail_context(self, trace: QueryTrace) -> dict[str, Any]:
         message = trace.assistant_message
         evidence = getattr(message, "evidence", None) if message is not None else None
-        details = trace.details if isinstance(trace.details, dict) else {}
-        confidence = details.get("answer_confidence") or (evidence.answer_confidence if evidence else None)
+        details = trace.full_details if isinstance(trace.full_details, dict) else {}
+        confidence = evidence.answer_confidence if evidence else details.get("answer_confidence")
         cache = trace.cache if isinstance(trace.cache, dict) else {}
         return {
             "trace": trace,
@@ -338,7 +338,7 @@ class QueryTraceAdmin(admin.ModelAdmin):
             "cache": cache,
             "cache_events": [e for e in cache.get("events") or [] if isinstance(e, dict)],
             "degradations": [(code, degradation_label(code)) for code in trace.degradations or []],
-            "details_json": pretty_json(trace.details),
+            "details_json": pretty_json(details),
         }
 
     @admin.display(description=gettext_lazy("问题"), ordering="question")

@@ -181,3 +181,13 @@ class QueryTrace(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id} {self.route or '-'}"
+
+    @property
+    def full_details(self) -> dict:
+        """The whole retrieval trace: on the answer's evidence when it has one (stored once),
+        else here (failed and cancelled turns keep no evidence)."""
+        if self.details:
+            return self.details
+        message = self.assistant_message if self.assistant_message_id else None
+        evidence = getattr(message, "evidence", None) if message is not None else None
+        return evidence.retrieval_trace if evidence is not None else {}

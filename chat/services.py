@@ -126,7 +126,9 @@ def complete_turn(
         retrieval_trace=evidence.retrieval_trace,
         answer_confidence=evidence.answer_confidence,
     )
-    _write_trace(conversation=conversation, message=message, trace=trace, user=user, status=TraceStatus.COMPLETED)
+    # The full retrieval trace is stored once, on the evidence (QueryTrace.full_details reads it).
+    _write_trace(conversation=conversation, message=message, trace=trace, user=user,
+                 status=TraceStatus.COMPLETED, details={})
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
     if faq_ids:
         ids = list(faq_ids)
@@ -156,7 +158,9 @@ def fail_turn(
     return message
 
 
-def _write_trace(*, conversation: Conversation, message: Message, trace: TraceRecord, user, status: str) -> None:
+def _write_trace(
+    *, conversation: Conversation, message: Message, trace: TraceRecord, user, status: str, details=None
+) -> None:
     QueryTrace.objects.create(
         trace_id=trace.trace_id,
         knowledge_base_id=conversation.knowledge_base_id,
@@ -181,5 +185,5 @@ def _write_trace(*, conversation: Conversation, message: Message, trace: TraceRe
         model_name=trace.model_name,
         error_class=trace.error_class,
         error_code=trace.error_code,
-        details=trace.details,
+        details=trace.details if details is None else details,
     )

@@ -105,6 +105,9 @@ class ChatMessage:
 @runtime_checkable
 class ChatModel(Protocol):
     name: str
+    # False for a model that can only quote a knowledge context (the local extractive one): it
+    # cannot rewrite a follow-up or write a hypothetical answer, so callers do not ask it to.
+    generative: bool
 
     def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2

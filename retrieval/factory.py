@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.utils.translation import gettext as _
 from django.core.exceptions import ImproperlyConfigured
 
@@ -85,14 +84,14 @@ def retrieve_for_user(*, user, knowledge_base_id: str, question: str, **options)
 
 
 def _build(kb: KnowledgeBase) -> RetrievalService:
-    # The local chat model is extractive: it cannot write a hypothetical answer, so HyDE is
-    # reported as unavailable instead of failing on every request.
+    # A model that cannot write (the local extractive one) cannot write a hypothetical answer:
+    # HyDE is then reported as unavailable instead of failing on every request.
     hyde_model = None
-    if settings.RAG_PROVIDER != "local":
-        try:
-            hyde_model = get_chat_model()
-        except ImproperlyConfigured as exc:
-            logger.warning("chat model is not configured, HyDE unavailable: %s", exc)
+    try:
+        model = get_chat_model()
+        hyde_model = model if model.generative else None
+    except ImproperlyConfigured as exc:
+        logger.warning("chat model is not configured, HyDE unavailable: %s", exc)
     return RetrievalService(
         repository=DjangoRepository(),
         embedder=get_embedder(kb.embedding_model, kb.embedding_dimension),

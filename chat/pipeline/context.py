@@ -41,7 +41,6 @@ class ContextItem:
     text: str  # as the reader sees it (clipped to the per-item budget)
     prompt_text: str  # defused, with this result's image lines
     relevance: Coverage
-    score: float
     result: RetrievalResult | None = None
     faq: FaqHit | None = None
 
@@ -99,19 +98,19 @@ def select_context(
     seen_texts: set[str] = set()
     used_chars = 0
 
-    def admit(kind, key, title, text, cov, score, result, faq) -> str:
+    def admit(kind, key, title, text, cov, result, faq) -> str:
         nonlocal used_chars
+        text = clip(text, rules.max_context_doc_chars)
         if key in seen_keys or text in seen_texts:
             return "duplicate"
         if len(chosen) >= rules.final_context_top_n:
             return "over_count_budget"
-        text = clip(text, rules.max_context_doc_chars)
         if used_chars + len(text) > rules.max_context_chars and chosen:
             return "over_total_budget"
         seen_keys.add(key)
         seen_texts.add(text)
         used_chars += len(text)
-        chosen.append((kind, title, text, cov, score, result, faq))
+        chosen.append((kind, title, text, cov, result, faq))
         return "kept"
 
     def verdict_of(relevance: float) -> str:
@@ -125,7 +124,7 @@ def select_context(
         verdict = verdict_of(relevance)
         if verdict == "relevant" and faq_kept < rules.faq_context_top_n:
             title = f"常见问题：{hit.question}"
-            verdict = admit("faq", f"faq:{hit.faq_id}", title, text, cov, hit.score, None, hit)
+            verdict = admit("faq", f"faq:{hit.faq_id}", title, text, cov, None, hit)
             faq_kept += verdict == "kept"
         elif verdict == "relevant":
             verdict = "over_faq_budget"
@@ -137,7 +136,7 @@ def select_context(
         eligible.sort(key=lambda item: (0 if _is_table(item[1]) else 1, item[0]))
     for rank, result, cov in eligible:
         key = f"doc:{result.parent_id or result.chunk_id}"
-        verdicts[rank] = admit("chunk", key, source_title(result), result.content, cov, result.score, result, None)
+        verdicts[rank] = admit("chunk", key, source_title(result), result.content, cov, result, None)
     for rank, result, cov in doc_scored:
         candidates.append({
             "kind": "chunk", "chunk_id": result.chunk_id, "document_id": result.document_id,
@@ -148,10 +147,11 @@ def select_context(
     items = tuple(
         ContextItem(
             number=number, kind=kind, title=title, text=text,
-            prompt_text=_prompt_text(faq.answer if faq else text, result), relevance=cov, score=score,
+            # A FAQ's question is its source title; its answer (within the same budget) the body.
+            prompt_text=_prompt_text(_faq_answer(text) if faq else text, result), relevance=cov,
             result=result, faq=faq,
         )
-        for number, (kind, title, text, cov, score, result, faq) in enumerate(chosen, start=1)
+        for number, (kind, title, text, cov, result, faq) in enumerate(chosen, start=1)
     )
     reason = ""
     if not items:
@@ -168,6 +168,11 @@ def select_context(
         candidates=tuple(candidates),
         question_terms=tuple(terms),
     )
+
+
+def _faq_answer(text: str) -> str:
+    """The answer part of a FAQ item's (clipped) text "常见问题：…\n标准答案：…"."""
+    return text.split("\n标准答案：", 1)[1] if "\n标准答案：" in text else text
 
 
 def _insufficient_reason(terms, faq_hits, doc_results, key_missing: bool, empty_reason: str) -> str:

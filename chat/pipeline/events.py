@@ -40,7 +40,6 @@ class Evidence:
     retrieval_results: tuple[dict[str, Any], ...]
     retrieval_trace: dict[str, Any]
     route: str
-    hit_type: str  # provisional: generation may still decline
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -39,8 +39,6 @@ class HistoryTurn:
 
 @dataclass(frozen=True)
 class RetrievalPlan:
-    run_faq: bool
-    run_doc: bool
     faq_top_k: int
     faq_candidate_k: int
     doc_top_k: int
@@ -53,7 +51,6 @@ class RetrievalPlan:
     prefer_table: bool
     min_context_score: float
     faq_direct_threshold: float
-    match_policy: str = "retrieval"
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -157,8 +154,6 @@ def build_plan(
         threshold += rules.faq.table_penalty
     top_k = options.top_k or defaults.top_k
     return RetrievalPlan(
-        run_faq=True,
-        run_doc=True,
         faq_top_k=rules.faq.top_k,
         faq_candidate_k=rules.faq.candidate_k,
         doc_top_k=top_k,

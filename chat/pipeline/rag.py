@@ -22,7 +22,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
@@ -327,13 +326,12 @@ class RAGService:
     # --- events and persistence -------------------------------------------------------------
 
     def _evidence(self, turn: _Turn, *, route: RouteDecision, hit_type: str, citations) -> Evidence:
-        turn.citations = citations
         turn.route = route
         turn.hit_type = hit_type
         results = tuple(r.as_dict() for r in turn.documents.results) if turn.documents else ()
         return Evidence(
             citations=citations, retrieval_results=results, retrieval_trace=turn.trace_payload(),
-            route=route.route, hit_type=hit_type,
+            route=route.route,
         )
 
     def _finish(self, turn: _Turn, *, route, hit_type, answer, intent, citations, confidence,
@@ -400,12 +398,12 @@ class RAGService:
                             http_status=503) from exc
 
     def _follow_up_rewriter(self, rules: Rules) -> FollowUpRewriter:
-        if getattr(settings, "RAG_PROVIDER", "local") == "local":
-            return RuleFollowUpRewriter(rules)
+        """The chat model where it can write; the deterministic rule otherwise."""
         try:
-            return ModelFollowUpRewriter(self._chat_model())
+            model = self._chat_model()
         except ImproperlyConfigured:
             return RuleFollowUpRewriter(rules)
+        return ModelFollowUpRewriter(model) if model.generative else RuleFollowUpRewriter(rules)
 
 
 def _retrieval_request(ctx: QueryContext, prepared: Preparation) -> RetrievalRequest:
@@ -434,11 +432,15 @@ class _Turn:
         self.prepared: Preparation | None = None
         self.documents: RetrievalResponse | None = None
         self.selection: ContextSelection | None = None
-        self.citations: tuple[Citation, ...] = ()
         self.route: RouteDecision | None = None
         self.hit_type = ""
         self.model_name = ""
         self.delivered: list[str] = []
+
+    def query_variants(self) -> list[str]:
+        if self.documents:
+            return list(self.documents.trace.query_variants)
+        return list(self.prepared.variants) if self.prepared else [self.ctx.question]
 
     def trace_payload(self) -> dict[str, Any]:
         ctx = self.ctx
@@ -446,8 +448,7 @@ class _Turn:
         return {
             "trace_id": str(ctx.trace_id),
             **self.info,
-            "query_variants": list(self.documents.trace.query_variants) if self.documents
-            else list(prepared.variants) if prepared else [ctx.question],
+            "query_variants": self.query_variants(),
             "plan": prepared.plan.as_dict() if prepared else None,
             "insufficient_context_reason": self.selection.insufficient_reason if self.selection else "",
             "cache": ctx.cache_block(),
@@ -460,7 +461,7 @@ class _Turn:
         prepared = self.prepared
         return {
             "plan": prepared.plan.as_dict() if prepared else None,
-            "query_variants": self.trace_payload()["query_variants"],
+            "query_variants": self.query_variants(),
             "rewritten_query": prepared.rewritten_query if prepared else self.ctx.question,
             "history_rewrite_used": prepared.history_rewrite_used if prepared else False,
             "faq_elapsed_ms": timings.get("faq_search"),
@@ -476,8 +477,6 @@ class _Turn:
                      error: BaseException | None = None, error_code: str = "") -> services.TraceRecord:
         ctx = self.ctx
         details = self.trace_payload()
-        if confidence is not None:
-            details["answer_confidence"] = confidence
         return services.TraceRecord(
             trace_id=ctx.trace_id,
             kb_version=ctx.kb_version,

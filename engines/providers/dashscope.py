@@ -351,6 +351,7 @@ class DashScopeChatModel(_Adapter):
     HTTP response. Only the opening of a stream is retried (429/5xx before the first delta).
     """
 
+    generative = True
     default_timeout = 60.0
 
     def __init__(self, *, model: str = "qwen-plus", connection: ConnectionSettings) -> None:

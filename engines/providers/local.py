@@ -504,6 +504,7 @@ class ExtractiveChatModel:
     """
 
     name = "local-extractive"
+    generative = False
 
     def __init__(self, *, min_support: float = 0.25, max_chars: int = 200) -> None:
         self.min_support = min_support

@@ -283,6 +283,7 @@ class OpenAIChatModel(_Adapter):
     first `next()`; closing the iterator closes the HTTP response. Only opening the stream is
     retried."""
 
+    generative = True
     default_timeout = 60.0
 
     def stream(

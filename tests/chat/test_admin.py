@@ -64,13 +64,14 @@ def answered_turn(
         trace_id=uuid.uuid4(), kb_version=1, question=question, route=route, hit_type=hit_type,
         confidence_score=score if level else None, confidence_level=level,
         stage_timings=list(stage_timings), first_token_ms=first_token_ms, total_ms=total_ms,
-        degradations=list(degradations), details=details if details is not None else {"answer_confidence": confidence},
+        degradations=list(degradations), details={},
     )
     services.complete_turn(
         conversation=conversation, answer=answer, trace=trace, user=requester.user,
         evidence=services.EvidenceRecord(
             route=route, hit_type=hit_type, intent={}, rewritten_query=question, citations=list(citations),
-            retrieval_results=[], retrieval_trace={}, answer_confidence=confidence,
+            retrieval_results=[], retrieval_trace=details if details is not None else {"plan": {"mode": "hybrid"}},
+            answer_confidence=confidence,
         ),
     )
     return QueryTrace.objects.get(trace_id=trace.trace_id)
@@ -384,7 +385,7 @@ def test_trace_detail_shows_confidence_cache_degradations_errors_and_links(staff
     assert 'id="trace-conversation-link"' in page
     assert reverse("admin:chat_conversation_change", args=[trace.conversation_id]) in page
     assert reverse("admin:knowledge_knowledgebase_change", args=[kb.pk]) in page
-    assert "&quot;answer_confidence&quot;: {" in page  # the details JSON, pretty-printed
+    assert "&quot;plan&quot;: {" in page  # the full trace (kept on the evidence), pretty-printed
 
 
 # --- a trace is read-only ----------------------------------------------------------------------

@@ -102,6 +102,6 @@ def test_ai_sdk_chat_id_keeps_one_conversation_across_turns(ai_sdk, chat_kb, mem
     assert conversation.messages.count() == 6
     assert "36 个月" in parts_of(second, "text")[0]["text"]
     follow_up = QueryTrace.objects.get(trace_id=answers[1]["trace_id"])
-    assert follow_up.details["preparation"]["history_turns"] == 1
+    assert follow_up.full_details["preparation"]["history_turns"] == 1
     assert follow_up.rewritten_query != "那 X5 呢？"
     assert (answers[2]["hit_type"], parts_of(third, "text")[0]["text"]) == ("faq_exact", FAQ_ANSWER)

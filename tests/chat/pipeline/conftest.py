@@ -67,6 +67,7 @@ class RecordingModel:
     """The real extractive model, recording every call (so a test can prove none happened)."""
 
     name = "recording-extractive"
+    generative = False
 
     def __init__(self) -> None:
         self.calls: list[list[ChatMessage]] = []
@@ -84,6 +85,7 @@ class ScriptedModel:
     """Streams fixed deltas, optionally failing after some of them, as a remote model would."""
 
     name = "scripted"
+    generative = True
 
     def __init__(self, deltas, *, fail_after: int | None = None) -> None:
         self.deltas = list(deltas)

@@ -36,7 +36,7 @@ def faq(question: str, answer: str, *, score: float, faq_id: int | None = None, 
 def plan(**overrides) -> RetrievalPlan:
     rules = load_rules()
     values = dict(
-        run_faq=True, run_doc=True, faq_top_k=5, faq_candidate_k=20, doc_top_k=5, candidate_k=30,
+        faq_top_k=5, faq_candidate_k=20, doc_top_k=5, candidate_k=30,
         mode="hybrid", enable_query_rewrite=True, enable_rerank=False, enable_parent_expansion=True,
         document_ids=None, prefer_table=False, min_context_score=rules.context.min_context_score,
         faq_direct_threshold=rules.faq.direct_threshold,

@@ -108,3 +108,15 @@ def test_history_goes_before_the_context_and_the_question_last():
     prompt = user_prompt(question="婚假有几天？", items=selection.items,
                          history=(HistoryTurn("年假有几天？", "年假 7 天。", "年假有几天？"),))
     assert prompt.index("对话历史") < prompt.index("<knowledge_context>") < prompt.index("问题：婚假有几天？")
+
+
+def test_long_copies_are_deduplicated_after_clipping_and_faq_answers_stay_within_budget():
+    # given: the same long text under two parents, and a FAQ with a very long answer
+    long_text = "年假规定：" + "员工累计工作满一年享受带薪年假。" * 200
+    docs = [result(long_text, parent_id="p-a"), result(long_text, parent_id="p-b")]
+    faqs = [faq("年假规定是什么？", "年假规定：" + "详见员工手册。" * 600, score=0.9)]
+    # when
+    selection = select("年假规定", faqs=faqs, docs=docs)
+    # then: one copy of the document, and no item (the FAQ's prompt included) over its budget
+    assert [c["verdict"] for c in selection.candidates if c["kind"] == "chunk"] == ["kept", "duplicate"]
+    assert all(len(i.prompt_text) <= RULES.max_context_doc_chars + 1 for i in selection.items)
