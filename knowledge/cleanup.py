@@ -41,6 +41,12 @@ def delete_asset_files_after_commit(keys: list[str]) -> None:
     transaction.on_commit(delete_unreferenced)
 
 
+def delete_previews_after_commit(*, kb_id: int, document_id: int) -> None:
+    """A document's chunks were replaced or removed: their stored previews show chunks that are
+    gone (new chunks get new ids and previews of their own)."""
+    transaction.on_commit(lambda: delete_document_previews(kb_id=kb_id, document_id=document_id))
+
+
 def schedule_purge(document: Document) -> None:
     kb = document.knowledge_base
     kb_id, document_id = kb.pk, document.pk

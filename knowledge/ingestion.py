@@ -29,7 +29,7 @@ from engines.providers.local import LocalCaptioner
 from engines.tokens import count_tokens
 
 from . import events
-from .cleanup import delete_asset_files_after_commit
+from .cleanup import delete_asset_files_after_commit, delete_previews_after_commit
 from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase
 from .parsing import ParseLimits, parse_document
 from .parsing.types import ParsedImage, ParseError, ParseResult
@@ -356,6 +356,8 @@ def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> 
         ]
     )
     delete_asset_files_after_commit([key for key in old_asset_keys if key not in new_keys])
+    if had_rows:
+        delete_previews_after_commit(kb_id=document.knowledge_base_id, document_id=document.pk)
     return chunks, had_rows
 
 
@@ -409,6 +411,7 @@ def _fail(document: Document, code: str, message: str) -> None:
         asset_keys = list(DocumentAsset.objects.filter(document_id=document.pk).values_list("file", flat=True))
         DocumentAsset.objects.filter(document_id=document.pk).delete()
         delete_asset_files_after_commit(asset_keys)
+        delete_previews_after_commit(kb_id=document.knowledge_base_id, document_id=document.pk)
         Document.objects.filter(pk=document.pk).update(
             status=DocumentStatus.FAILED,
             status_changed_at=timezone.now(),

@@ -317,3 +317,23 @@ def test_only_real_areas_count_as_previewable():
     assert previews.has_preview(file_type="pdf", bboxes=[[1, 1, 2, 3, 4]]) is True
     assert previews.has_preview(file_type="docx", bboxes=[[1, 1, 2, 3, 4]]) is False
     assert previews.has_preview(file_type="pdf", bboxes=[]) is False
+
+
+def test_reindexing_a_document_drops_the_previews_of_its_old_chunks(staff_api, milvus, run_tasks, media_root, staff_user):
+    from knowledge.ingestion import ingest_document
+    from knowledge.models import DocumentStatus
+
+    # given: a PDF whose chunk preview was opened
+    kb = make_kb()
+    (document,) = upload(kb, staff_user, ("保修说明.pdf", WARRANTY_PDF))
+    old_chunk = Chunk.objects.filter(document=document).first()
+    assert preview(staff_api, old_chunk.pk).status_code == 200
+    assert len(stored_previews(document)) == 1
+    # when: the document is indexed again (its chunks are replaced by new rows)
+    Document.objects.filter(pk=document.pk).update(status=DocumentStatus.QUEUED)
+    ingest_document(document_id=document.pk)
+    # then: the old chunk's preview is gone, the new chunk previews as before
+    assert stored_previews(document) == []
+    new_chunk = Chunk.objects.filter(document=document).first()
+    assert new_chunk.pk != old_chunk.pk
+    assert preview(staff_api, new_chunk.pk).status_code == 200
