@@ -66,11 +66,21 @@ def test_same_parent_and_same_text_are_deduplicated():
 
 
 def test_count_per_item_and_total_budgets_apply():
-    docs = [result("年假规定：" + "年假" * 2000, parent_id=f"p{i}") for i in range(8)]
+    from dataclasses import replace as with_values
+
+    # given: eight distinct relevant documents, each longer than the per-item budget
+    docs = [result(f"年假规定第{i}条：" + f"第{i}款年假细则。" * 400, parent_id=f"p{i}") for i in range(8)]
+    # when
     selection = select("年假规定", docs=docs)
-    assert len(selection.items) <= RULES.final_context_top_n
+    # then: each clipped, and the total budget stops the fifth (4 × 1500 = the 6000 total)
     assert all(len(i.text) <= RULES.max_context_doc_chars + 1 for i in selection.items)
     assert sum(len(i.text) for i in selection.items) <= RULES.max_context_chars
+    assert [c["verdict"] for c in selection.candidates][:5] == ["kept"] * 4 + ["over_total_budget"]
+    # and with room for everything, the count budget stops at five
+    roomy = with_values(RULES, max_context_chars=100_000)
+    counted = select_context(question="年假规定", faq_hits=(), doc_results=tuple(docs), plan=plan(), rules=roomy)
+    assert len(counted.items) == RULES.final_context_top_n
+    assert [c["verdict"] for c in counted.candidates][5:] == ["over_count_budget"] * 3
 
 
 def test_document_text_cannot_pose_as_our_markup():

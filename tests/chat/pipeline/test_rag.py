@@ -148,7 +148,9 @@ def test_cited_spans_point_at_the_quoted_sentence_inside_its_chunk(handbook_kb, 
             assert span.line >= 0
             if span.start >= 0:
                 assert Chunk.objects.get(pk=span.chunk_id).content[span.start:span.end] == span.text
-    assert any("财务总监" in span.text for c in cited for span in c.spans)
+    located = [span for c in cited for span in c.spans if span.start >= 0]
+    assert located, "no cited sentence was placed inside its chunk"
+    assert any("财务总监" in span.text for span in located)
 
 
 def test_a_model_that_dies_midway_stores_an_errored_answer_without_evidence(handbook_kb):
@@ -310,3 +312,17 @@ def test_a_database_that_cannot_store_the_question_is_a_503_with_nothing_stored(
     # then
     assert (failure.value.code, failure.value.http_status) == ("storage_unavailable", 503)
     assert not Conversation.objects.exists() and recording_model.calls == []
+
+
+def test_a_model_that_can_write_rewrites_follow_ups_and_one_that_cannot_is_not_asked(handbook_kb, recording_model):
+    requester = Requester(AnonymousUser(), session_key="s")
+    _, first = ask(handbook_kb, "报销需要多久内提交？", model=recording_model, requester=requester)
+    # when: a generative model is asked the follow-up (it "rewrites" into its scripted text)
+    writer = ScriptedModel(["报销审批由谁负责？"])
+    _, second = ask(handbook_kb, "那审批呢？", model=writer, requester=requester,
+                    conversation_id=first.conversation_id)
+    # then: its rewrite is what retrieval ran on; the extractive model was never asked to rewrite
+    assert second.retrieval["rewritten_query"] == "报销审批由谁负责？"
+    trace = QueryTrace.objects.get(trace_id=second.trace_id)
+    assert trace.full_details["preparation"]["rewrite_method"] == "model"
+    assert len(recording_model.calls) == 1  # the first answer only
