@@ -4,11 +4,10 @@ SDK's own (`messages` as UI messages, the chat `id`, and `knowledge_base_id` in 
 from __future__ import annotations
 
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from ragsite.errors import ValidationFailed
-from retrieval.contracts import MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_TOP_K, MODES
+from retrieval.serializers import RetrievalOptionsInput
 
 from .contracts import ChatOptions, ChatQuery
 
@@ -24,7 +23,7 @@ class UIMessagesField(serializers.ListField):
         return super().to_internal_value(data)
 
 
-class ChatRequestInput(serializers.Serializer):
+class ChatRequestInput(RetrievalOptionsInput):
     knowledge_base_id = serializers.CharField(max_length=64)
     question = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     conversation_id = serializers.UUIDField(required=False, allow_null=True)
@@ -33,17 +32,6 @@ class ChatRequestInput(serializers.Serializer):
     messages = UIMessagesField(child=serializers.JSONField(), required=False, max_length=MAX_UI_MESSAGES)
     trigger = serializers.CharField(required=False, allow_blank=True, max_length=50)
     messageId = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=100)  # noqa: N815
-    top_k = serializers.IntegerField(min_value=1, max_value=MAX_TOP_K, required=False)
-    mode = serializers.ChoiceField(choices=MODES, required=False)
-    candidate_k = serializers.IntegerField(min_value=1, max_value=MAX_CANDIDATE_K, required=False)
-    enable_query_rewrite = serializers.BooleanField(required=False, allow_null=True, default=None)
-    enable_rerank = serializers.BooleanField(required=False, allow_null=True, default=None)
-    enable_parent_expansion = serializers.BooleanField(required=False, allow_null=True, default=None)
-    document_ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), required=False, allow_null=True,
-        max_length=MAX_DOCUMENT_IDS, allow_empty=False,
-        error_messages={"max_length": gettext_lazy("document_ids 最多 50 个。")},
-    )
 
     def validate(self, data):
         # Emptiness and length are the pipeline's to judge (RAGService.run), for every transport.
@@ -52,11 +40,8 @@ class ChatRequestInput(serializers.Serializer):
             if "messages" not in data:
                 raise ValidationFailed(_("请提供 question，或 AI SDK 格式的 messages。"), code="question_empty")
             question = last_user_text(data["messages"])
-        top_k, candidate_k = data.get("top_k"), data.get("candidate_k")
-        if top_k and candidate_k and candidate_k < top_k:
-            raise serializers.ValidationError({"candidate_k": _("candidate_k 不能小于 top_k。")})
         data["question"] = question.strip()
-        return data
+        return super().validate(data)
 
     @classmethod
     def query_from(cls, data) -> ChatQuery:
@@ -69,7 +54,6 @@ class ChatRequestInput(serializers.Serializer):
 
     def to_query(self) -> ChatQuery:
         data = self.validated_data
-        document_ids = data.get("document_ids")
         return ChatQuery(
             knowledge_base_id=data["knowledge_base_id"],
             question=data["question"],
@@ -82,7 +66,7 @@ class ChatRequestInput(serializers.Serializer):
                 enable_query_rewrite=data.get("enable_query_rewrite"),
                 enable_rerank=data.get("enable_rerank"),
                 enable_parent_expansion=data.get("enable_parent_expansion"),
-                document_ids=tuple(sorted(set(document_ids))) if document_ids else None,
+                document_ids=data.get("document_ids"),
             ),
         )
 
