@@ -186,7 +186,8 @@ class ConversationListView(GenericAPIView):
     """GET /api/chat/conversations — the requester's own conversations, newest first."""
 
     @extend_schema(
-        parameters=[OpenApiParameter("knowledge_base_id", str, required=False)], responses={200: dict}
+        operation_id="chat_conversations_list",
+        parameters=[OpenApiParameter("knowledge_base_id", str, required=False)], responses={200: dict},
     )
     def get(self, request: Request) -> Response:
         conversations = selectors.conversation_summaries(
@@ -210,7 +211,7 @@ class ConversationDetailView(APIView):
     """GET /api/chat/conversations/{id} — messages with the evidence each answer was shown with
     (no new retrieval: a reload shows the sources of the time)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(operation_id="chat_conversation_retrieve", responses={200: dict})
     def get(self, request: Request, conversation_id) -> Response:
         conversation = access_conversation(requester=requester_for(request), conversation_id=conversation_id)
         return Response(
