@@ -149,7 +149,7 @@ def build_corpus(size: int, *, chunks_per_document: int = 100, seed: int = 7):
 
     from knowledge import services
     from knowledge.models import Chunk, Document, DocumentStatus
-    from engines.milvus_store import get_vector_store
+    from knowledge.vectors import store_for
     from engines.ports import ChunkRecord
     from engines.providers import get_embedder
 
@@ -182,7 +182,7 @@ def build_corpus(size: int, *, chunks_per_document: int = 100, seed: int = 7):
     for start in range(0, size, 256):
         vectors[start : start + 256] = embedder.embed_documents(texts[start : start + 256])
     embed_seconds = time.perf_counter() - started
-    store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
+    store = store_for(kb)
     started = time.perf_counter()
     for start in range(0, size, 2000):
         store.upsert_chunks([

@@ -25,7 +25,7 @@ def measure(size: int, queries_count: int, top_k: int, candidate_k: int) -> dict
 
     from retrieval.contracts import RetrievalRequest
     from retrieval.factory import build_retrieval_service
-    from engines.milvus_store import get_vector_store
+    from knowledge.vectors import store_for
     from engines.providers import get_embedder
 
     kb, texts, vectors, ids, build = build_corpus(size)
@@ -33,7 +33,7 @@ def measure(size: int, queries_count: int, top_k: int, candidate_k: int) -> dict
     service = build_retrieval_service(kb)
     embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
     query_vectors = [embedder.embed_query(q) for q in queries]
-    store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
+    store = store_for(kb)
     collection = store.chunks_collection
     client = MilvusClient(uri=settings.MILVUS_URI)
     expr = f"kb_id == {kb.pk}"

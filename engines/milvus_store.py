@@ -1,8 +1,11 @@
 """Milvus adapter for the `VectorStore` port.
 
-One chunks collection and one FAQ collection per embedding space (model + dimension). Each holds
-the dense vector and the text; Milvus derives the BM25 sparse vector from the text with a `jieba`
-analyzer, so lexical search segments Chinese words instead of matching single characters.
+One chunks collection and one FAQ collection per embedding space (model + dimension) and text
+analysis. Each holds the dense vector and the text Milvus derives the BM25 sparse vector from:
+- analysis "terms-v1" (knowledge bases created since): the terms of `engines.analysis` (codes,
+  units, English words, traditional characters, the knowledge base's dictionary), which Milvus
+  splits at spaces, stemming English words;
+- analysis "jieba" (knowledge bases created before): the raw text, segmented by Milvus's jieba.
 
 The same client code serves every deployment: `http(s)://host:port` reaches a Milvus server (the
 Milvus Lite server that `manage.py milvus_server` runs on loopback, Milvus standalone/distributed
@@ -24,8 +27,8 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -41,6 +44,7 @@ from pymilvus.exceptions import (
     MilvusUnavailableException,
 )
 
+from engines.analysis import ANALYSIS_VERSION, MILVUS_ANALYZER_PARAMS, analysed_text, dictionary_of
 from engines.ports import (
     ChunkRecord,
     DocumentFilter,
@@ -60,7 +64,19 @@ __all__ = [
     "reset_vector_store_cache",
 ]
 
-ANALYZER_PARAMS: dict[str, Any] = {"tokenizer": "jieba", "filter": ["lowercase"]}
+LEGACY_ANALYSIS = "jieba"
+ANALYSES = (ANALYSIS_VERSION, LEGACY_ANALYSIS)
+ANALYZER_PARAMS: dict[str, dict[str, Any]] = {
+    ANALYSIS_VERSION: MILVUS_ANALYZER_PARAMS,
+    LEGACY_ANALYSIS: {"tokenizer": "jieba", "filter": ["lowercase"]},
+}
+# Schema markers per analysis; the legacy collections keep theirs.
+_SCHEMAS = {
+    ("chunks", LEGACY_ANALYSIS): "ragsite.chunks.v1",
+    ("faqs", LEGACY_ANALYSIS): "ragsite.faqs.v1",
+    ("chunks", ANALYSIS_VERSION): "ragsite.chunks.v2",
+    ("faqs", ANALYSIS_VERSION): "ragsite.faqs.v2",
+}
 
 # Milvus measures VARCHAR max_length in UTF-8 bytes, not characters.
 CONTENT_MAX_BYTES = 65_535
@@ -164,6 +180,7 @@ class MilvusVectorStore:
         collection_prefix: str,
         embedding_model: str,
         dimension: int,
+        analysis: str = ANALYSIS_VERSION,
         timeout: float = 10.0,
         consistency_level: str = "Strong",
     ) -> None:
@@ -181,6 +198,8 @@ class MilvusVectorStore:
             raise ValueError(f"embedding dimension must be positive, got {dimension}")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
+        if analysis not in ANALYSES:
+            raise ValueError(f"text analysis must be one of {', '.join(ANALYSES)}, got {analysis!r}")
         self._is_local_file = uri.endswith(".db")
         if self._is_local_file:
             name = Path(uri).name
@@ -204,10 +223,15 @@ class MilvusVectorStore:
         self._token = token
         self._setup_timeout = max(self.timeout, SETUP_TIMEOUT_FLOOR)
         self._safe_uri = _redact_uri(uri)
+        self.analysis = analysis
+        self._layouts: dict[Kind, _Layout] = {
+            kind: replace(layout, schema=_SCHEMAS[(kind, analysis)]) for kind, layout in _LAYOUTS.items()
+        }
         slug = collection_slug(embedding_model)
+        suffix = "" if analysis == LEGACY_ANALYSIS else "_t1"
         self._names: dict[Kind, str] = {
-            "chunks": f"{collection_prefix}_chunks_{slug}_{self.dimension}",
-            "faqs": f"{collection_prefix}_faqs_{slug}_{self.dimension}",
+            "chunks": f"{collection_prefix}_chunks_{slug}_{self.dimension}{suffix}",
+            "faqs": f"{collection_prefix}_faqs_{slug}_{self.dimension}{suffix}",
         }
         self._client: MilvusClient | None = None
         self._ready: set[Kind] = set()
@@ -217,7 +241,7 @@ class MilvusVectorStore:
     def __repr__(self) -> str:
         return (
             f"MilvusVectorStore(uri={self._safe_uri!r}, model={self.embedding_model!r}, "
-            f"dimension={self.dimension})"
+            f"dimension={self.dimension}, analysis={self.analysis!r})"
         )
 
     @property
@@ -230,7 +254,7 @@ class MilvusVectorStore:
 
     # --- port: chunks ---------------------------------------------------------------------------
 
-    def upsert_chunks(self, records: Sequence[ChunkRecord]) -> None:
+    def upsert_chunks(self, records: Sequence[ChunkRecord], *, dictionary: Sequence[str] = ()) -> None:
         rows: dict[int, dict[str, Any]] = {}
         for record in records:
             content_type = record.content_type or ""
@@ -246,7 +270,8 @@ class MilvusVectorStore:
                 "document_id": int(record.document_id),
                 "content_type": content_type,
                 "content": _fit_utf8(
-                    record.content, CONTENT_MAX_BYTES, what=f"chunk {record.chunk_id} content"
+                    self._text(record.content, dictionary), CONTENT_MAX_BYTES,
+                    what=f"chunk {record.chunk_id} content",
                 ),
                 _DENSE: self._vector(record.vector, what=f"chunk {record.chunk_id}"),
             }
@@ -265,16 +290,18 @@ class MilvusVectorStore:
         return self._search_dense("chunks", vector=vector, expr=expr, limit=limit)
 
     def search_sparse(
-        self, *, kb_id: int, query: str, limit: int, documents: DocumentFilter
+        self, *, kb_id: int, query: str, limit: int, documents: DocumentFilter,
+        dictionary: Sequence[str] = (),
     ) -> list[VectorHit]:
         expr = _search_filter(kb_id=kb_id, group_field="document_id", documents=documents)
-        if expr is None or limit <= 0 or not query.strip():
+        text = self._text(query, dictionary)
+        if expr is None or limit <= 0 or not text.strip():
             return []
-        return self._search_sparse("chunks", query=query, expr=expr, limit=limit)
+        return self._search_sparse("chunks", query=text, expr=expr, limit=limit)
 
     # --- port: FAQs -----------------------------------------------------------------------------
 
-    def upsert_faqs(self, records: Sequence[FaqRecord]) -> None:
+    def upsert_faqs(self, records: Sequence[FaqRecord], *, dictionary: Sequence[str] = ()) -> None:
         rows: dict[int, dict[str, Any]] = {}
         for record in records:
             rows[int(record.record_id)] = {
@@ -282,7 +309,8 @@ class MilvusVectorStore:
                 "kb_id": int(record.kb_id),
                 "faq_id": int(record.faq_id),
                 "question": _fit_utf8(
-                    record.question, QUESTION_MAX_BYTES, what=f"FAQ record {record.record_id}"
+                    self._text(record.question, dictionary), QUESTION_MAX_BYTES,
+                    what=f"FAQ record {record.record_id}",
                 ),
                 _DENSE: self._vector(record.vector, what=f"FAQ record {record.record_id}"),
             }
@@ -302,12 +330,45 @@ class MilvusVectorStore:
             return []
         return self._search_dense("faqs", vector=vector, expr=f"kb_id == {int(kb_id)}", limit=limit)
 
-    def search_faq_sparse(self, *, kb_id: int, query: str, limit: int) -> list[VectorHit]:
-        if limit <= 0 or not query.strip():
+    def search_faq_sparse(
+        self, *, kb_id: int, query: str, limit: int, dictionary: Sequence[str] = ()
+    ) -> list[VectorHit]:
+        text = self._text(query, dictionary)
+        if limit <= 0 or not text.strip():
             return []
-        return self._search_sparse("faqs", query=query, expr=f"kb_id == {int(kb_id)}", limit=limit)
+        return self._search_sparse("faqs", query=text, expr=f"kb_id == {int(kb_id)}", limit=limit)
 
     # --- extras (not in the port) ---------------------------------------------------------------
+
+    def reanalyse_chunks(self, *, kb_id: int, contents: Mapping[int, str], dictionary: Sequence[str]) -> int:
+        """Re-derive the BM25 text of these chunks (a changed dictionary) keeping their vectors:
+        no re-embedding, and the chunks stay searchable throughout. Returns rows rewritten;
+        ids without a row (not indexed yet) are skipped."""
+        ids = sorted(int(i) for i in contents)
+        rewritten = 0
+        for start in range(0, len(ids), UPSERT_BATCH_ROWS):
+            batch = ids[start : start + UPSERT_BATCH_ROWS]
+            expr = f"kb_id == {int(kb_id)} and id in {_id_list(batch)}"
+            rows = self._call(
+                "chunks", "read chunks",
+                lambda c, n, e=expr, size=len(batch): c.query(
+                    n, filter=e, output_fields=["id", "kb_id", "document_id", "content_type", _DENSE],
+                    limit=size, timeout=self.timeout,
+                ),
+            )
+            updated = []
+            for row in rows:
+                chunk_id = int(row["id"])
+                updated.append({
+                    "id": chunk_id, "kb_id": int(row["kb_id"]), "document_id": int(row["document_id"]),
+                    "content_type": row["content_type"],
+                    "content": _fit_utf8(self._text(contents[chunk_id], dictionary), CONTENT_MAX_BYTES,
+                                         what=f"chunk {chunk_id} content"),
+                    _DENSE: [float(v) for v in row[_DENSE]],
+                })
+            self._upsert("chunks", updated)
+            rewritten += len(updated)
+        return rewritten
 
     def delete_knowledge_base(self, *, kb_id: int) -> None:
         """Every chunk and FAQ vector of a knowledge base."""
@@ -335,6 +396,12 @@ class MilvusVectorStore:
 
     # --- internals: data calls ------------------------------------------------------------------
 
+    def _text(self, text: str, dictionary: Sequence[str]) -> str:
+        """What the BM25 function reads: the analysed terms, or the raw text for legacy jieba."""
+        if self.analysis == LEGACY_ANALYSIS:
+            return text
+        return analysed_text(text, dictionary=dictionary_of(tuple(dictionary)))
+
     def _vector(self, vector: Sequence[float], *, what: str) -> list[float]:
         values = vector.tolist() if hasattr(vector, "tolist") else list(vector)
         if len(values) != self.dimension:
@@ -351,7 +418,7 @@ class MilvusVectorStore:
     def _upsert(self, kind: Kind, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
-        text_field = _LAYOUTS[kind].text_field
+        text_field = self._layouts[kind].text_field
         for batch in _batches(rows, text_field=text_field, dimension=self.dimension):
             self._call(kind, f"upsert {kind}", lambda c, n, b=batch: self._upsert_batch(c, n, b))
 
@@ -365,7 +432,7 @@ class MilvusVectorStore:
         self, kind: Kind, *, vector: Sequence[float], expr: str, limit: int
     ) -> list[VectorHit]:
         query_vector = self._vector(vector, what="query")
-        group_field = _LAYOUTS[kind].group_field
+        group_field = self._layouts[kind].group_field
         result = self._call(
             kind,
             "dense search",
@@ -383,7 +450,7 @@ class MilvusVectorStore:
         return _hits(result, group_field=group_field)
 
     def _search_sparse(self, kind: Kind, *, query: str, expr: str, limit: int) -> list[VectorHit]:
-        layout = _LAYOUTS[kind]
+        layout = self._layouts[kind]
         text = _fit_utf8(query, layout.text_max_bytes, what="BM25 query")
         result = self._call(
             kind,
@@ -458,7 +525,7 @@ class MilvusVectorStore:
             if kind in self._ready:
                 return name
             client = self._get_client()
-            layout = _LAYOUTS[kind]
+            layout = self._layouts[kind]
             with self._translated("prepare collection", name):
                 if not client.has_collection(name, timeout=self.timeout):
                     self._create(client, name, layout)
@@ -498,7 +565,7 @@ class MilvusVectorStore:
             DataType.VARCHAR,
             max_length=layout.text_max_bytes,
             enable_analyzer=True,
-            analyzer_params=ANALYZER_PARAMS,
+            analyzer_params=ANALYZER_PARAMS[self.analysis],
         )
         schema.add_field(_SPARSE, DataType.SPARSE_FLOAT_VECTOR)
         schema.add_field(_DENSE, DataType.FLOAT_VECTOR, dim=self.dimension)
@@ -648,8 +715,9 @@ class MilvusVectorStore:
                         analyzer = json.loads(analyzer)
                     except ValueError:
                         analyzer = None
-                if not isinstance(analyzer, dict) or analyzer.get("tokenizer") != "jieba":
-                    problems.append(f"field {layout.text_field!r} is not analysed with jieba")
+                wanted = ANALYZER_PARAMS[self.analysis]["tokenizer"]
+                if not isinstance(analyzer, dict) or analyzer.get("tokenizer") != wanted:
+                    problems.append(f"field {layout.text_field!r} is not analysed with {wanted}")
             max_length = params.get("max_length")
             if max_length is not None and int(max_length) < layout.text_max_bytes:
                 problems.append(
@@ -871,12 +939,15 @@ def _redact_uri(uri: str) -> str:
 
 # --- factory -------------------------------------------------------------------------------------
 
-_stores: dict[tuple[str, str, str, str, int], MilvusVectorStore] = {}
+_stores: dict[tuple[str, str, str, str, int, str], MilvusVectorStore] = {}
 _stores_lock = threading.Lock()
 
 
-def get_vector_store(*, embedding_model: str, dimension: int) -> MilvusVectorStore:
-    """The process-wide store for one embedding space, configured from Django settings.
+def get_vector_store(
+    *, embedding_model: str, dimension: int, analysis: str = ANALYSIS_VERSION
+) -> MilvusVectorStore:
+    """The process-wide store for one embedding space and text analysis, configured from Django
+    settings (a knowledge base passes its own three values).
 
     Reads MILVUS_URI, MILVUS_TOKEN and MILVUS_COLLECTION_PREFIX. Does not connect: the first
     call that needs Milvus does, so a server that is down fails that call, not startup.
@@ -891,7 +962,7 @@ def get_vector_store(*, embedding_model: str, dimension: int) -> MilvusVectorSto
     prefix = getattr(settings, "MILVUS_COLLECTION_PREFIX", "") or ""
     if not prefix:
         raise ImproperlyConfigured("MILVUS_COLLECTION_PREFIX is not set")
-    key = (uri, token, prefix, embedding_model, int(dimension))
+    key = (uri, token, prefix, embedding_model, int(dimension), analysis)
     with _stores_lock:
         store = _stores.get(key)
         if store is None:
@@ -902,6 +973,7 @@ def get_vector_store(*, embedding_model: str, dimension: int) -> MilvusVectorSto
                     collection_prefix=prefix,
                     embedding_model=embedding_model,
                     dimension=int(dimension),
+                    analysis=analysis,
                 )
             except ValueError as exc:
                 raise ImproperlyConfigured(f"Milvus settings: {exc}") from exc

@@ -67,6 +67,12 @@ class IncompatibleCollection(VectorStoreError):
 class Embedder(Protocol):
     model: str
     dimension: int
+    # False for the lexical hashing embedder: its dense channel repeats what BM25 finds, so
+    # hybrid fusion weights it as a tie-breaker, and its cosine says nothing about meaning.
+    semantic: bool
+    # (low, high): cosines mapped to a relevance of 0 and 1 (`retrieval.relevance`); None when
+    # the model is not calibrated.
+    similarity_range: tuple[float, float] | None
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector per text, in order."""
@@ -186,7 +192,10 @@ class VectorHit:
 
 @runtime_checkable
 class VectorStore(Protocol):
-    def upsert_chunks(self, records: Sequence[ChunkRecord]) -> None: ...
+    """`dictionary`: the knowledge base's domain terms, which the sparse channel keeps whole
+    (`engines.analysis`); index and query must pass the same ones."""
+
+    def upsert_chunks(self, records: Sequence[ChunkRecord], *, dictionary: Sequence[str] = ()) -> None: ...
 
     def delete_document(self, *, kb_id: int, document_id: int) -> None: ...
 
@@ -195,10 +204,11 @@ class VectorStore(Protocol):
     ) -> list[VectorHit]: ...
 
     def search_sparse(
-        self, *, kb_id: int, query: str, limit: int, documents: DocumentFilter
+        self, *, kb_id: int, query: str, limit: int, documents: DocumentFilter,
+        dictionary: Sequence[str] = (),
     ) -> list[VectorHit]: ...
 
-    def upsert_faqs(self, records: Sequence[FaqRecord]) -> None: ...
+    def upsert_faqs(self, records: Sequence[FaqRecord], *, dictionary: Sequence[str] = ()) -> None: ...
 
     def delete_faqs(self, *, kb_id: int, faq_ids: Sequence[int]) -> None: ...
 
@@ -206,4 +216,6 @@ class VectorStore(Protocol):
         self, *, kb_id: int, vector: Sequence[float], limit: int
     ) -> list[VectorHit]: ...
 
-    def search_faq_sparse(self, *, kb_id: int, query: str, limit: int) -> list[VectorHit]: ...
+    def search_faq_sparse(
+        self, *, kb_id: int, query: str, limit: int, dictionary: Sequence[str] = ()
+    ) -> list[VectorHit]: ...

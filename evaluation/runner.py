@@ -84,12 +84,15 @@ def evaluate_mode(
     enable_rerank: bool = False,
     enable_parent_expansion: bool = False,
     candidate_k: int = 30,
+    fusion: str | None = None,
 ) -> dict:
     service = build_retrieval_service(kb)
     external = dict(Document.objects.filter(knowledge_base=kb).values_list("pk", "external_id"))
     top_k = max(k, 10)
     rankings, latencies = [], []
     degradations = 0
+    notes: set[str] = set()
+    fusions: set[str] = set()
     for query in dataset.queries:
         started = time.perf_counter()
         response = service.retrieve(
@@ -97,9 +100,12 @@ def evaluate_mode(
                 kb_id=kb.pk, question=query.question, top_k=top_k, mode=mode,
                 candidate_k=max(candidate_k, top_k), enable_query_rewrite=enable_rewrite,
                 enable_rerank=enable_rerank, enable_parent_expansion=enable_parent_expansion,
-                use_cache=False,
+                use_cache=False, fusion=fusion,
             )
         )
+        notes.update(n for n in response.trace.notes if not n.startswith("dynamic_top_k:"))
+        if response.trace.fusion:
+            fusions.add(response.trace.fusion)
         latencies.append((time.perf_counter() - started) * 1000)
         degradations += bool(response.trace.degradations)
         ranked = dedupe([external.get(r.document_id, "") for r in response.results])
@@ -108,6 +114,8 @@ def evaluate_mode(
         "mode": mode,
         "rewrite": enable_rewrite,
         "rerank": enable_rerank,
+        "fusion": ", ".join(sorted(fusions)) if mode == "hybrid" else "",
+        "notes": sorted(notes),
         "metrics": summarize(rankings, k=k),
         "latency_ms": {"p50": round(percentile(latencies, 50), 2), "p95": round(percentile(latencies, 95), 2)},
         "degraded_queries": degradations,

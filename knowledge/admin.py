@@ -54,18 +54,19 @@ def _report(request: HttpRequest, error: DomainError) -> None:
 
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "visibility", "active_version_label", "document_total", "faq_total", "hit_test_link", "updated_at"]
+    list_display = ["name", "slug", "visibility", "active_version_label", "document_total", "faq_total", "embedding_model", "hit_test_link", "updated_at"]
     list_filter = ["visibility"]
     search_fields = ["name", "slug", "description"]
     filter_horizontal = ["allowed_groups"]
-    readonly_fields = ["embedding_model", "embedding_dimension", "active_version", "created_by", "created_at", "updated_at", "links"]
+    readonly_fields = ["embedding_model", "embedding_dimension", "text_analysis", "active_version", "created_by", "created_at", "updated_at", "links"]
     fieldsets = [
         (None, {"fields": ["slug", "name", "description", "support_contact"]}),
         (gettext_lazy("访问控制"), {"fields": ["visibility", "allowed_groups"]}),
-        (gettext_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model", "embedding_dimension"]}),
+        (gettext_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model", "embedding_dimension", "text_analysis"]}),
+        (gettext_lazy("检索词典"), {"fields": ["custom_terms"]}),
         (gettext_lazy("状态"), {"fields": ["active_version", "links", "created_by", "created_at", "updated_at"]}),
     ]
-    actions = ["create_draft", "rollback_to_previous"]
+    actions = ["create_draft", "rollback_to_previous", "reanalyse_with_dictionary"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("active_version").annotate(
@@ -114,6 +115,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
             services.update_knowledge_base(
                 kb=obj, actor=request.user, name=obj.name, description=obj.description,
                 visibility=obj.visibility, support_contact=obj.support_contact,
+                custom_terms=obj.custom_terms,
             )
             return
         kb = services.create_knowledge_base(
@@ -121,8 +123,19 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
             support_contact=obj.support_contact, chunk_size_tokens=obj.chunk_size_tokens,
             chunk_overlap_tokens=obj.chunk_overlap_tokens, actor=request.user,
         )
+        if obj.custom_terms:
+            kb = services.update_knowledge_base(kb=kb, actor=request.user, custom_terms=obj.custom_terms)
         obj.pk = kb.pk
+        obj.text_analysis = kb.text_analysis
         obj.embedding_model, obj.embedding_dimension = kb.embedding_model, kb.embedding_dimension
+
+    @admin.action(description=gettext_lazy("按词典重建索引"))
+    def reanalyse_with_dictionary(self, request, queryset):
+        for kb in queryset:
+            services.schedule_reanalysis(kb=kb, actor=request.user)
+            messages.success(
+                request, _("已开始按词典重建 %(kb)s 的关键词索引，文档在此期间仍可检索。") % {"kb": kb.name}
+            )
 
     @admin.action(description=gettext_lazy("创建草稿版本（基于生效版本）"))
     def create_draft(self, request, queryset):

@@ -50,7 +50,7 @@ def delete_previews_after_commit(*, kb_id: int, document_id: int) -> None:
 def schedule_purge(document: Document) -> None:
     kb = document.knowledge_base
     kb_id, document_id = kb.pk, document.pk
-    model, dimension = kb.embedding_model, kb.embedding_dimension
+    model, dimension, analysis = kb.embedding_model, kb.embedding_dimension, kb.text_analysis
     storage = Document._meta.get_field("file").storage
     original = document.file.name
     asset_keys = list(DocumentAsset.objects.filter(document=document).values_list("file", flat=True))
@@ -66,15 +66,18 @@ def schedule_purge(document: Document) -> None:
         # Previews are per document (their folder is named by its id): nothing else shares them.
         delete_document_previews(kb_id=kb_id, document_id=document_id)
         delete_document_vectors(
-            kb_id=kb_id, document_id=document_id, embedding_model=model, dimension=dimension
+            kb_id=kb_id, document_id=document_id, embedding_model=model, dimension=dimension,
+            analysis=analysis,
         )
 
     transaction.on_commit(purge_outside_transaction)
 
 
-def delete_document_vectors(*, kb_id: int, document_id: int, embedding_model: str, dimension: int) -> None:
+def delete_document_vectors(
+    *, kb_id: int, document_id: int, embedding_model: str, dimension: int, analysis: str
+) -> None:
     try:
-        get_vector_store(embedding_model=embedding_model, dimension=dimension).delete_document(
+        get_vector_store(embedding_model=embedding_model, dimension=dimension, analysis=analysis).delete_document(
             kb_id=kb_id, document_id=document_id
         )
     except VectorStoreError as exc:

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from engines.milvus_store import get_vector_store
 from engines.ports import FaqRecord
 from engines.providers import get_embedder
+
+from .vectors import store_for
 
 # Record ids are faq_id * STRIDE + question index; this bounds similar questions per FAQ.
 RECORD_STRIDE = 1000
@@ -40,7 +41,7 @@ def reindex_faqs(*, kb_id: int, faq_ids: Sequence[int]) -> int:
     from .models import FAQ, KnowledgeBase
 
     kb = KnowledgeBase.objects.get(pk=kb_id)
-    store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
+    store = store_for(kb)
     store.delete_faqs(kb_id=kb_id, faq_ids=list(faq_ids))
     faqs = list(FAQ.objects.filter(knowledge_base_id=kb_id, pk__in=faq_ids, enabled=True))
     pending: list[tuple[int, int, str]] = []
@@ -55,7 +56,8 @@ def reindex_faqs(*, kb_id: int, faq_ids: Sequence[int]) -> int:
         [
             FaqRecord(record_id=rid, kb_id=kb_id, faq_id=fid, question=question, vector=vector)
             for (rid, fid, question), vector in zip(pending, vectors, strict=True)
-        ]
+        ],
+        dictionary=kb.dictionary_terms,
     )
     return len(pending)
 

@@ -22,7 +22,6 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from engines.milvus_store import get_vector_store
 from engines.ports import ChunkRecord, ProviderError, VectorStoreError
 from engines.providers import get_captioner, get_embedder
 from engines.providers.local import LocalCaptioner
@@ -30,6 +29,7 @@ from engines.tokens import count_tokens
 
 from . import events
 from .cleanup import delete_asset_files_after_commit, delete_previews_after_commit
+from .vectors import store_for
 from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase
 from .parsing import ParseLimits, parse_document
 from .parsing.types import ParsedImage, ParseError, ParseResult
@@ -363,7 +363,7 @@ def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> 
 
 def _index(kb: KnowledgeBase, document: Document, chunks: list[Chunk], vectors, *, replace: bool) -> None:
     try:
-        store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
+        store = store_for(kb)
         if replace:
             # Replace, not merge: a re-run may produce fewer chunks than the previous one.
             store.delete_document(kb_id=kb.pk, document_id=document.pk)
@@ -374,7 +374,8 @@ def _index(kb: KnowledgeBase, document: Document, chunks: list[Chunk], vectors, 
                     content=chunk.content, content_type=chunk.content_type, vector=vector,
                 )
                 for chunk, vector in zip(chunks, vectors, strict=True)
-            ]
+            ],
+            dictionary=kb.dictionary_terms,
         )
     except VectorStoreError as exc:
         raise IngestionFailed(
@@ -389,7 +390,7 @@ def _remove_vectors(document: Document) -> None:
     kb = document.knowledge_base
     delete_document_vectors(
         kb_id=kb.pk, document_id=document.pk,
-        embedding_model=kb.embedding_model, dimension=kb.embedding_dimension,
+        embedding_model=kb.embedding_model, dimension=kb.embedding_dimension, analysis=kb.text_analysis,
     )
 
 

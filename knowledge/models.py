@@ -17,6 +17,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from engines.analysis import parse_terms
+
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$",
     _("只能包含小写字母、数字和连字符，且不能以连字符开头或结尾。"),
@@ -40,6 +42,14 @@ class KnowledgeBase(models.Model):
     # not comparable, so ingestion refuses to mix them.
     embedding_model = models.CharField(_("向量模型"), max_length=100, editable=False)
     embedding_dimension = models.PositiveIntegerField(_("向量维度"), editable=False)
+    # Fixed at creation too: chunks indexed under one analysis are not found by queries analysed
+    # by another. Knowledge bases created before "terms-v1" keep Milvus's jieba ("jieba").
+    text_analysis = models.CharField(_("文本分析"), max_length=32, editable=False, default="terms-v1")
+    custom_terms = models.TextField(
+        _("领域词典"), blank=True,
+        help_text=_("每行一个词（产品名、型号、术语等），检索时作为整词匹配。修改后对新的提问立即生效，"
+                    "对已有文档需执行“按词典重建索引”。"),
+    )
     chunk_size_tokens = models.PositiveIntegerField(
         _("子块大小（Token）"), default=512, validators=[MinValueValidator(64)]
     )
@@ -72,6 +82,10 @@ class KnowledgeBase(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slug})"
+
+    @property
+    def dictionary_terms(self) -> tuple[str, ...]:
+        return parse_terms(self.custom_terms)
 
 
 class VersionStatus(models.TextChoices):

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError as DjangoValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from engines.providers import embedding_space
 from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
 
 from . import epochs, events
@@ -56,11 +57,18 @@ def create_knowledge_base(
     support_contact: str = "",
     chunk_size_tokens: int = 512,
     chunk_overlap_tokens: int = 48,
+    embedding_model: str | None = None,
+    embedding_dimension: int | None = None,
 ) -> KnowledgeBase:
+    """`embedding_model` unset: the deployment's default (RAG_EMBEDDING_MODEL)."""
     if KnowledgeBase.objects.filter(slug=slug).exists():
         raise Conflict(_("标识 %(slug)s 已被使用。") % {"slug": slug}, code="slug_taken")
     if chunk_overlap_tokens >= chunk_size_tokens:
         raise ValidationFailed(_("子块重叠必须小于子块大小。"), code="invalid_chunking")
+    try:
+        model, dimension = embedding_space(embedding_model, embedding_dimension)
+    except ImproperlyConfigured as exc:
+        raise ValidationFailed(str(exc), code="invalid_embedding_model") from exc
     kb = KnowledgeBase(
         slug=slug,
         name=name,
@@ -69,8 +77,8 @@ def create_knowledge_base(
         support_contact=support_contact,
         chunk_size_tokens=chunk_size_tokens,
         chunk_overlap_tokens=chunk_overlap_tokens,
-        embedding_model=settings.RAG_EMBEDDING_MODEL,
-        embedding_dimension=settings.RAG_EMBEDDING_DIMENSION,
+        embedding_model=model,
+        embedding_dimension=dimension,
         created_by=_user_or_none(actor),
     )
     _validate_model(kb)
@@ -91,12 +99,15 @@ def update_knowledge_base(
     visibility: str | None = None,
     allowed_groups: Sequence[Group] | None = None,
     support_contact: str | None = None,
+    custom_terms: str | None = None,
 ) -> KnowledgeBase:
-    """Edit presentation and access settings. The embedding space never changes after creation."""
+    """Edit presentation, access settings and the dictionary. The embedding space and the text
+    analysis never change after creation. A new dictionary applies to questions at once and to
+    indexed chunks after `schedule_reanalysis`."""
     kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
     for attribute, value in (
         ("name", name), ("description", description), ("visibility", visibility),
-        ("support_contact", support_contact),
+        ("support_contact", support_contact), ("custom_terms", custom_terms),
     ):
         if value is not None:
             setattr(kb, attribute, value)
@@ -495,6 +506,20 @@ def _title_from_name(name: str) -> str:
     if "." in stem:
         stem = stem.rsplit(".", 1)[0]
     return (stem or name)[:300]
+
+
+@transaction.atomic
+def schedule_reanalysis(*, kb: KnowledgeBase, actor: Actor) -> None:
+    """Re-analyse the knowledge base's indexed chunks and FAQs with its current dictionary, in
+    the background after commit (documents stay READY and searchable meanwhile)."""
+    kb_id = kb.pk
+
+    def enqueue() -> None:
+        from .tasks import reanalyse_knowledge_base
+
+        reanalyse_knowledge_base.enqueue(kb_id=kb_id)
+
+    transaction.on_commit(enqueue)
 
 
 def _queue_ingestion(document_ids: Sequence[int]) -> None:

@@ -29,3 +29,10 @@ def index_faqs(*, kb_id: int, faq_ids: list[int]) -> dict:
     from .faq_index import reindex_faqs
 
     return {"kb_id": kb_id, "records": reindex_faqs(kb_id=kb_id, faq_ids=faq_ids)}
+
+
+@task(queue_name="ingestion")
+def reanalyse_knowledge_base(*, kb_id: int) -> dict:
+    from .reanalysis import reanalyse_knowledge_base as run
+
+    return {"kb_id": kb_id, **run(kb_id=kb_id)}

@@ -28,7 +28,7 @@ else:
 
 # Bump when the cached shape or the chunking scheme changes: old entries become unreachable.
 CHUNK_SCHEMA_VERSION = "chunks-v1"
-CACHE_FORMAT_VERSION = 2  # 2: results carry preview_url
+CACHE_FORMAT_VERSION = 3  # 2: results carry preview_url; 3: relevance
 
 
 def _digest(parts: dict[str, Any]) -> str:

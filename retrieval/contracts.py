@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Mode = Literal["dense", "sparse", "hybrid"]
+Fusion = Literal["convex", "rrf"]
+FUSIONS = ("convex", "rrf")
 MODES: tuple[str, ...] = ("dense", "sparse", "hybrid")
 
 MAX_DOCUMENT_IDS = 50
@@ -32,6 +34,7 @@ class RetrievalRequest:
     dynamic_top_k: bool = False
     document_ids: tuple[int, ...] | None = None
     use_cache: bool = True
+    fusion: Fusion | None = None  # None: settings.RAG_FUSION
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class RetrievalResult:
     rerank_score: float | None = None
     # The chunk's PDF region as a PNG (`GET /api/chunks/{id}/preview`); None when there is none.
     preview_url: str | None = None
+    # Comparable across queries and knowledge bases, in [0, 1] (`retrieval.relevance`).
+    relevance: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -148,10 +153,14 @@ class RetrievalTrace:
     empty_reason: str = ""
     total_ms: float = 0.0
     notes: tuple[str, ...] = ()
+    embedding_model: str = ""  # the knowledge base's embedding space
+    fusion: str = ""  # how the channels' lists were merged, e.g. "rrf(k=60)"; "" when not fused
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "kb_id": self.kb_id,
+            "embedding_model": self.embedding_model,
+            "fusion": self.fusion,
             "version": self.version,
             "cache_epoch": self.cache_epoch,
             "mode": self.mode,

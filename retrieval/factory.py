@@ -7,12 +7,12 @@ import logging
 from django.utils.translation import gettext as _
 from django.core.exceptions import ImproperlyConfigured
 
-from engines.milvus_store import get_vector_store
 from engines.ports import ProviderUnavailable, RerankScore
 from engines.providers import get_chat_model, get_embedder, get_reranker, get_rewriter
 from knowledge.access import access_knowledge_base
 from knowledge.epochs import current_epoch
 from knowledge.models import KnowledgeBase
+from knowledge.vectors import store_for
 
 from .cache import DjangoRetrievalCache
 from .contracts import RetrievalMisconfigured, RetrievalRequest, RetrievalResponse
@@ -64,7 +64,8 @@ def build_faq_retrieval(kb: KnowledgeBase) -> FaqRetrieval:
     try:
         return FaqRetrieval(
             embedder=get_embedder(kb.embedding_model, kb.embedding_dimension),
-            store=get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension),
+            store=store_for(kb),
+            dictionary=kb.dictionary_terms,
             executor=channel_pool(),
             cache=DjangoRetrievalCache(),
             epochs=lambda kb_id: current_epoch(kb_id=kb_id),
@@ -95,7 +96,8 @@ def _build(kb: KnowledgeBase) -> RetrievalService:
     return RetrievalService(
         repository=DjangoRepository(),
         embedder=get_embedder(kb.embedding_model, kb.embedding_dimension),
-        store=get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension),
+        store=store_for(kb),
+        dictionary=kb.dictionary_terms,
         rewriter=_optional(get_rewriter, "rewriter"),
         reranker=_optional(get_reranker, "reranker"),
         hyde_model=hyde_model,

@@ -91,8 +91,10 @@ class FaqRetrieval:
         epochs: EpochReader | None = None,
         load_faqs: Callable[[int, list[int]], dict[int, dict]] | None = None,
         has_faqs: Callable[[int], bool] | None = None,
+        dictionary: tuple[str, ...] = (),
     ) -> None:
         self.embedder = embedder
+        self.dictionary = dictionary
         self.store = store
         self.executor = executor
         self.cache = cache if epochs is not None else None
@@ -119,6 +121,7 @@ class FaqRetrieval:
             key = l2.faq_candidates_key(
                 kb=request.kb_id, epoch=epoch, variants=list(request.variants), top_k=request.top_k,
                 candidate_k=request.candidate_k, embedding=[self.embedder.model, self.embedder.dimension],
+                dictionary=list(self.dictionary),
             )
             cached = self.cache.get(key)
             events.append(CacheEvent("faq_retrieval", cached is not None, "faq"))
@@ -169,7 +172,9 @@ class FaqRetrieval:
 
     def _sparse_job(self, request: FaqSearchRequest, text: str):
         def job() -> list[RankedHit]:
-            hits = self.store.search_faq_sparse(kb_id=request.kb_id, query=text, limit=request.candidate_k)
+            hits = self.store.search_faq_sparse(
+                kb_id=request.kb_id, query=text, limit=request.candidate_k, dictionary=self.dictionary
+            )
             return _per_faq(hits)
 
         return job

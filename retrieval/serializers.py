@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
-from .contracts import MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_QUESTION_CHARS, MAX_TOP_K, MODES
+from .contracts import FUSIONS, MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_QUESTION_CHARS, MAX_TOP_K, MODES
 
 
 class RetrievalOptionsInput(serializers.Serializer):
@@ -49,3 +49,5 @@ class RetrievalRequestInput(RetrievalOptionsInput):
     question = serializers.CharField(max_length=MAX_QUESTION_CHARS, trim_whitespace=True)
     enable_hyde = serializers.BooleanField(default=False)
     dynamic_top_k = serializers.BooleanField(default=False)
+    # How hybrid merges its channels; unset: the deployment's RAG_FUSION (convex by default).
+    fusion = serializers.ChoiceField(choices=FUSIONS, required=False)

@@ -1,7 +1,8 @@
 """RetrievalService: choose the evidence for a question. It builds no prompt and writes no answer.
 
 Stages (seed 001, 003 §2): READY facts → epoch + cache → query variants (optional rewrite) →
-concurrent dense / sparse (and HyDE) channels → re-filter by READY → RRF → optional rerank →
+concurrent dense / sparse (and HyDE) channels → re-filter by READY → fusion (convex by default,
+RRF k=60 selectable) → optional rerank →
 top-k (optionally dynamic) → optional Small2Big → assets. Failure semantics:
 
 | stage failing        | behaviour                                        |
@@ -53,7 +54,15 @@ from .contracts import (
     StageTiming,
 )
 from .dynamic_topk import cut_at_cliff
-from .fusion import FusedHit, RankedHit, reciprocal_rank_fusion
+from .fusion import (
+    DEFAULT_DENSE_WEIGHT,
+    FusedHit,
+    RankedHit,
+    RRF_K,
+    convex_fusion,
+    reciprocal_rank_fusion,
+)
+from .relevance import lexical_relevance, relevance, semantic_relevance
 from .repository import ChunkRow, ReadyFacts, Repository
 from .small2big import DEFAULT_BUDGET_TOKENS, expand, neighbour_positions
 
@@ -92,6 +101,7 @@ class _Run:
     degradations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    fusion: str = ""
 
     def timed(self, stage: str, started: float) -> None:
         self.timings.append(StageTiming(stage, round((time.perf_counter() - started) * 1000, 2)))
@@ -108,14 +118,16 @@ class RetrievalService:
         embedder: Embedder,
         store: VectorStore,
         rewriter: QueryRewriter,
-        reranker: Reranker,
+        reranker: Reranker | None,
         hyde_model: ChatModel | None = None,
         cache: RetrievalCache | None = None,
         epochs: EpochReader | None = None,
         executor: ThreadPoolExecutor | None = None,
         parent_budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        dictionary: tuple[str, ...] = (),
     ) -> None:
         self.repository = repository
+        self.dictionary = dictionary  # the knowledge base's domain terms, for the sparse channel
         self.embedder = embedder
         self.store = store
         self.rewriter = rewriter
@@ -173,7 +185,7 @@ class RetrievalService:
         self._check(cancel)
 
         started = time.perf_counter()
-        fused = reciprocal_rank_fusion(lists, limit=request.candidate_k)
+        fused = self._fuse(request, lists, run)
         run.counts["fused"] = len(fused)
         rows = self.repository.load_chunks(hit.id for hit in fused)
         # A vector without its row is stale (document re-indexed or purged meanwhile).
@@ -213,12 +225,33 @@ class RetrievalService:
             candidate_k=request.candidate_k,
             mode=request.mode,
             rewrite=self.rewriter.name if request.enable_query_rewrite else None,
-            rerank=self.reranker.name if request.enable_rerank else None,
+            rerank=self.reranker.name if request.enable_rerank and self.reranker is not None else None,
             hyde=getattr(self.hyde_model, "name", None) if request.enable_hyde else None,
             parents=self.parent_budget_tokens if request.enable_parent_expansion else None,
             dynamic=request.dynamic_top_k,
+            fusion=[self._fusion(request), self._dense_weight()],
             embedding=[self.embedder.model, self.embedder.dimension],
+            dictionary=list(self.dictionary),
         )
+
+    def _fusion(self, request: RetrievalRequest) -> str:
+        return request.fusion or getattr(settings, "RAG_FUSION", "convex")
+
+    def _dense_weight(self) -> float:
+        if getattr(self.embedder, "semantic", True):
+            return float(getattr(settings, "RAG_FUSION_DENSE_WEIGHT", DEFAULT_DENSE_WEIGHT))
+        return float(getattr(settings, "RAG_FUSION_LEXICAL_DENSE_WEIGHT", 0.1))
+
+    def _fuse(self, request: RetrievalRequest, lists: dict[str, list[RankedHit]], run: _Run) -> list[FusedHit]:
+        if sum(1 for hits in lists.values() if hits) <= 1:
+            run.fusion = "none"  # one list: its raw scores are kept
+            return reciprocal_rank_fusion(lists, limit=request.candidate_k)
+        if self._fusion(request) == "rrf":
+            run.fusion = f"rrf(k={RRF_K})"
+            return reciprocal_rank_fusion(lists, limit=request.candidate_k)
+        weight = self._dense_weight()
+        run.fusion = f"convex(minmax, dense={weight:g})"
+        return convex_fusion(lists, dense_weight=weight, limit=request.candidate_k)
 
     def _variants(self, request: RetrievalRequest, run: _Run) -> list[str]:
         variants = [request.question]
@@ -297,7 +330,8 @@ class RetrievalService:
     def _sparse_job(self, request, text: str, documents: DocumentFilter):
         def job() -> list[RankedHit]:
             hits = self.store.search_sparse(
-                kb_id=request.kb_id, query=text, limit=request.candidate_k, documents=documents
+                kb_id=request.kb_id, query=text, limit=request.candidate_k, documents=documents,
+                dictionary=self.dictionary,
             )
             return [RankedHit(h.id, h.document_id, h.score) for h in hits]
 
@@ -328,6 +362,10 @@ class RetrievalService:
         ranked = [(hit, hit.score, None) for hit in fused]
         if not request.enable_rerank or not fused:
             return ranked
+        if self.reranker is None:
+            # The deployment has no reranker that helps (the local provider): fusion order.
+            run.notes.append("rerank_unavailable")
+            return ranked
         started = time.perf_counter()
         try:
             scores = self.reranker.rerank(
@@ -351,12 +389,11 @@ class RetrievalService:
         run.timed("rerank", started)
         return reordered
 
-    @staticmethod
-    def _cut(request, ranked, run: _Run):
-        if request.dynamic_top_k and not request.enable_rerank:
+    def _cut(self, request, ranked, run: _Run):
+        if request.dynamic_top_k and (not request.enable_rerank or self.reranker is None):
             # Cliffs are only meaningful on comparable rerank scores (seed 002 §6).
             run.notes.append("dynamic_top_k_needs_rerank")
-        if request.dynamic_top_k and request.enable_rerank:
+        if request.dynamic_top_k and request.enable_rerank and self.reranker is not None:
             scores = [r for _, _, r in ranked if r is not None]
             keep = cut_at_cliff(scores, max_k=request.top_k) if scores else request.top_k
             if keep < min(request.top_k, len(ranked)):
@@ -390,6 +427,7 @@ class RetrievalService:
         assets = self.repository.load_assets(asset_ids)
         run.timed("assets", started)
 
+        calibration = getattr(self.embedder, "similarity_range", None)
         results = []
         for (hit, fusion_score, rerank_score), row in zip(ranked, hits):
             expansion = expansions.get(row.id)
@@ -413,6 +451,13 @@ class RetrievalService:
                     fusion_score=round(fusion_score, 6),
                     rerank_score=None if rerank_score is None else round(rerank_score, 6),
                     preview_url=row.preview_url,
+                    relevance=relevance(
+                        mode=request.mode,
+                        lexical=lexical_relevance(
+                            request.question, "\n".join((row.document_title, *row.heading_path, row.content))
+                        ),
+                        semantic=semantic_relevance(hit.dense_score, calibration),
+                    ),
                 )
             )
         return tuple(results)
@@ -441,6 +486,8 @@ class RetrievalService:
             empty_reason=empty_reason,
             total_ms=run.elapsed_ms(),
             notes=tuple(run.notes),
+            embedding_model=self.embedder.model,
+            fusion=run.fusion,
         )
         return RetrievalResponse(results=tuple(results), trace=trace)
 

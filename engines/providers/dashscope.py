@@ -219,6 +219,9 @@ class DashScopeEmbedder(_Adapter):
     "document" / "query" (asymmetric retrieval, v3/v4).
     """
 
+    semantic = True
+    similarity_range = None  # uncalibrated: relevance is lexical only
+
     def __init__(
         self,
         *,

@@ -93,6 +93,8 @@ class LocalHashingEmbedder:
     """
 
     model = LOCAL_EMBEDDING_MODEL
+    semantic = False
+    similarity_range = None
 
     def __init__(self, *, dimension: int = 512) -> None:
         if dimension < 8:

@@ -148,6 +148,9 @@ class OpenAIEmbedder(_Adapter):
     with adjustable output size); the returned size is always checked against `dimension`.
     Over-long texts are refused with ProviderInputTooLarge, never truncated."""
 
+    semantic = True
+    similarity_range = None  # uncalibrated: relevance is lexical only
+
     def __init__(
         self,
         *,

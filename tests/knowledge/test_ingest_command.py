@@ -85,3 +85,39 @@ def test_ingest_create_with_an_invalid_slug_is_a_clear_error(tmp_path, milvus):
     with pytest.raises(CommandError, match="slug"):
         call_command("ingest", str(tmp_path), "--kb", "Not A Slug", "--create")
     assert not KnowledgeBase.objects.exists()
+
+
+def test_ingest_create_takes_the_embedding_model(tmp_path, milvus, database_tasks, media_root):
+    # given
+    (tmp_path / "a.txt").write_text("星河云盘为每位员工提供 2TB 存储空间。", encoding="utf-8")
+
+    # when
+    call_command("ingest", str(tmp_path), "--kb", "e5-kb", "--create", "--embedding-model", "local-e5-small-v1",
+                 "--activate", stdout=io.StringIO())
+
+    # then
+    kb = KnowledgeBase.objects.get(slug="e5-kb")
+    assert (kb.embedding_model, kb.embedding_dimension) == ("local-e5-small-v1", 384)
+    assert kb.active_version is not None
+
+
+def test_ingest_refuses_another_embedding_model_for_an_existing_kb(tmp_path, milvus, database_tasks, media_root):
+    # given
+    (tmp_path / "a.txt").write_text("内容", encoding="utf-8")
+    call_command("ingest", str(tmp_path), "--kb", "hash-kb", "--create", stdout=io.StringIO())
+
+    # when / then
+    with pytest.raises(CommandError, match="创建后不能更改"):
+        call_command("ingest", str(tmp_path), "--kb", "hash-kb", "--embedding-model", "local-e5-small-v1",
+                     stdout=io.StringIO())
+
+
+def test_ingest_create_with_an_unknown_remote_model_names_the_problem(tmp_path, milvus):
+    # given
+    (tmp_path / "a.txt").write_text("内容", encoding="utf-8")
+
+    # when / then: a remote model with no dimension cannot make an embedding space
+    with pytest.raises(CommandError, match="dimension"):
+        call_command("ingest", str(tmp_path), "--kb", "remote-kb", "--create", "--embedding-model", "bge-m3",
+                     stdout=io.StringIO())
+    assert not KnowledgeBase.objects.filter(slug="remote-kb").exists()

@@ -22,7 +22,7 @@ from knowledge.models import (
     KnowledgeBaseVersion,
     VersionStatus,
 )
-from engines.milvus_store import get_vector_store
+from knowledge.vectors import store_for
 from engines.ports import DocumentFilter
 from tests.knowledge.parsing.factories import PdfText, build_pdf, zip_bomb
 
@@ -50,10 +50,6 @@ def upload(kb, name: str, data: bytes, staff_user=None):
 def stored_payload(event: Event) -> dict:
     """django-eventstream stores the SSE data (a JSON string) JSON-encoded once more."""
     return json.loads(json.loads(event.data))
-
-
-def store_for(kb: KnowledgeBase):
-    return get_vector_store(embedding_model=kb.embedding_model, dimension=kb.embedding_dimension)
 
 
 def sparse_ids(kb, query: str) -> set[int]:

@@ -73,6 +73,8 @@ def _tokens(text: str) -> set[str]:
 class FakeEmbedder:
     model = "fake-embedder"
     dimension = 64
+    semantic = True
+    similarity_range = None
 
     def __init__(self, *, fail: bool = False) -> None:
         self.fail = fail
@@ -112,6 +114,7 @@ class FakeStore:
         self.fail_sparse = False
         self.extra_hits: list[VectorHit] = []  # vectors that exist in the store but not as READY facts
         self.calls: list[tuple[str, DocumentFilter]] = []
+        self.dictionaries: list[tuple[str, ...]] = []
         self.before_search: Callable[[str], None] | None = None
         self.lock = threading.Lock()
 
@@ -135,9 +138,10 @@ class FakeStore:
         scored += [h for h in self.extra_hits if self._allowed(h.document_id, documents)]
         return sorted(scored, key=lambda h: -h.score)[:limit]
 
-    def search_sparse(self, *, kb_id, query, limit, documents):
+    def search_sparse(self, *, kb_id, query, limit, documents, dictionary=()):
         with self.lock:
             self.calls.append(("sparse", documents))
+            self.dictionaries.append(tuple(dictionary))
         if self.before_search:
             self.before_search("sparse")
         if self.fail_sparse:

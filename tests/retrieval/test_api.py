@@ -83,8 +83,14 @@ def test_explain_returns_results_and_trace(member_api, published_kb):
     assert trace["document_filter"] == "none"  # every document of the KB may answer
     assert trace["degradations"] == []
     stages = {t["stage"] for t in trace["stage_timings_ms"]}
-    assert {"facts", "recall", "fusion", "rerank", "parent_expansion", "assets"} <= stages
+    assert {"facts", "recall", "fusion", "parent_expansion", "assets"} <= stages
     assert trace["cache"]["enabled"] is True
+    # the local provider has no reranker that helps: a documented no-op, said in the trace
+    assert "rerank" not in stages
+    assert "rerank_unavailable" in trace["notes"]
+    assert trace["fusion"].startswith("convex(minmax")
+    assert trace["embedding_model"] == published_kb.embedding_model
+    assert 0.0 <= body["results"][0]["relevance"] <= 1.0
 
 
 @pytest.mark.parametrize("question,expected", [

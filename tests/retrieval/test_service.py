@@ -31,7 +31,11 @@ def fresh_cache():
     cache.clear()
 
 
-def make_service(*, repository=None, store=None, rewriter=None, reranker=None, epochs=None, embedder=None, hyde_model=None):
+NO_RERANKER = object()
+
+
+def make_service(*, repository=None, store=None, rewriter=None, reranker=None, epochs=None, embedder=None,
+                 hyde_model=None, dictionary=()):
     repository = repository or FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, other={30})
     embedder = embedder or FakeEmbedder()
     return RetrievalService(
@@ -39,10 +43,11 @@ def make_service(*, repository=None, store=None, rewriter=None, reranker=None, e
         embedder=embedder,
         store=store or FakeStore(repository.chunks, embedder=FakeEmbedder()),
         rewriter=rewriter or FakeRewriter(None),
-        reranker=reranker or FakeReranker(),
+        reranker=None if reranker is NO_RERANKER else (reranker or FakeReranker()),
         hyde_model=hyde_model,
         cache=DjangoRetrievalCache(),
         epochs=epochs,
+        dictionary=dictionary,
     )
 
 
@@ -365,3 +370,93 @@ def test_dynamic_top_k_without_rerank_is_noted_not_applied():
     response = make_service().retrieve(request(top_k=3, dynamic_top_k=True))
     assert len(response.results) == 3
     assert "dynamic_top_k_needs_rerank" in response.trace.notes
+
+
+# --- fusion, relevance, rerank availability, dictionary ------------------------------------------
+
+
+def test_hybrid_fuses_by_convex_scores_and_says_so():
+    # when
+    response = make_service().retrieve(request(top_k=3))
+
+    # then
+    assert response.trace.fusion == "convex(minmax, dense=0.5)"
+    assert response.trace.embedding_model == "fake-embedder"
+    assert response.results[0].chunk_id == 1
+
+
+def test_rrf_stays_selectable_per_request_and_by_setting(settings):
+    # when
+    per_request = make_service().retrieve(request(top_k=3, fusion="rrf"))
+    settings.RAG_FUSION = "rrf"
+    by_setting = make_service().retrieve(request(top_k=3))
+
+    # then
+    assert per_request.trace.fusion == by_setting.trace.fusion == "rrf(k=60)"
+    assert per_request.results[0].score == pytest.approx(2 / 61, abs=1e-6)
+
+
+def test_one_channel_is_not_fused():
+    assert make_service().retrieve(request(mode="sparse")).trace.fusion == "none"
+
+
+def test_a_lexical_embedder_is_only_a_tie_breaker_in_hybrid():
+    # given: the hashing embedder repeats what BM25 finds
+    class LexicalEmbedder(FakeEmbedder):
+        semantic = False
+
+    # when
+    response = make_service(embedder=LexicalEmbedder()).retrieve(request(top_k=3))
+
+    # then
+    assert response.trace.fusion == "convex(minmax, dense=0.1)"
+
+
+def test_fusion_is_part_of_the_cache_key():
+    # given
+    service = make_service(epochs=lambda kb_id: (1, True))
+    service.retrieve(request(top_k=3))
+
+    # when
+    rrf = service.retrieve(request(top_k=3, fusion="rrf"))
+
+    # then: not served from the convex entry
+    assert [e.hit for e in rrf.trace.cache.events if e.stage == "doc_retrieval"] == [False]
+    assert rrf.trace.fusion == "rrf(k=60)"
+
+
+def test_rerank_without_a_reranker_is_a_noted_no_op():
+    # when
+    response = make_service(reranker=NO_RERANKER).retrieve(request(top_k=3, enable_rerank=True, dynamic_top_k=True))
+
+    # then
+    assert "rerank_unavailable" in response.trace.notes
+    assert response.trace.degradations == ()
+    assert all(r.rerank_score is None for r in response.results)
+    assert "rerank" not in {t.stage for t in response.trace.stage_timings}
+
+
+def test_relevance_tells_an_on_topic_chunk_from_an_off_topic_question():
+    # when
+    on_topic = make_service().retrieve(request("年假有多少天", top_k=1, mode="sparse"))
+    off_topic = make_service().retrieve(request("打印机卡纸年假", top_k=5, mode="sparse"))
+    unrelated = make_service().retrieve(request("今天天气怎么样 年假", top_k=5, mode="sparse"))
+
+    # then
+    assert on_topic.results[0].relevance > 0.6
+    assert all(0.0 <= r.relevance <= 1.0 for r in off_topic.results + unrelated.results)
+    assert max(r.relevance for r in unrelated.results) < on_topic.results[0].relevance
+
+
+def test_the_dictionary_reaches_the_sparse_channel_and_the_cache_key():
+    # given
+    store = FakeStore(CHUNKS)
+    service = make_service(store=store, dictionary=("带薪年假",), epochs=lambda kb_id: (1, True))
+
+    # when
+    service.retrieve(request())
+    other = make_service(store=FakeStore(CHUNKS), dictionary=(), epochs=lambda kb_id: (1, True)).retrieve(request())
+
+    # then
+    assert store.dictionaries == [("带薪年假",)]
+    assert [e.hit for e in other.trace.cache.events if e.stage == "doc_retrieval"] == [False]

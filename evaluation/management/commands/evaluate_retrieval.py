@@ -1,4 +1,5 @@
-"""manage.py evaluate_retrieval --dataset DIR --kb SLUG [--build] [--mode …] [--k 5] [--limit N] [--output FILE]"""
+"""manage.py evaluate_retrieval --dataset DIR --kb SLUG [--build [--embedding-model NAME]] [--mode …]
+[--fusion convex|rrf …] [--rerank] [--k 5] [--limit N] [--output FILE]"""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ class Command(BaseCommand):
         parser.add_argument("--rewrite", action="store_true", help="also evaluate with query rewrite")
         parser.add_argument("--rerank", action="store_true", help="also evaluate with rerank")
         parser.add_argument("--candidate-k", type=int, default=30)
+        parser.add_argument("--fusion", action="append", choices=["convex", "rrf"],
+                            help="repeatable; hybrid runs once per fusion (default: RAG_FUSION)")
+        parser.add_argument("--embedding-model", help="with --build on a new knowledge base: its embedding "
+                            "model (default RAG_EMBEDDING_MODEL), e.g. local-hash-lexical-v1")
+        parser.add_argument("--embedding-dimension", type=int, help="for a remote --embedding-model")
         parser.add_argument("--output", help="write the report as JSON to this file")
 
     def handle(self, *args, **options):
@@ -44,13 +50,20 @@ class Command(BaseCommand):
                 raise CommandError(f"知识库 {options['kb']} 不存在（加 --build 创建并导入语料）。")
             try:
                 kb = services.create_knowledge_base(
-                    slug=options["kb"], name=f"评测：{dataset.name}", visibility=Visibility.INTERNAL, actor=None
+                    slug=options["kb"], name=f"评测：{dataset.name}", visibility=Visibility.INTERNAL, actor=None,
+                    embedding_model=options["embedding_model"], embedding_dimension=options["embedding_dimension"],
                 )
             except DomainError as error:
                 raise CommandError(str(error.message)) from error
 
+        elif options["embedding_model"] and options["embedding_model"] != kb.embedding_model:
+            raise CommandError(
+                f"知识库 {kb.slug} 使用向量模型 {kb.embedding_model}，创建后不能更改（换一个 --kb）。"
+            )
+
         report: dict = {"dataset": dataset.name, "kb": kb.slug, "k": options["k"], "queries": len(dataset.queries),
-                        "corpus": len(dataset.corpus)}
+                        "corpus": len(dataset.corpus), "embedding_model": kb.embedding_model,
+                        "text_analysis": kb.text_analysis}
         if options["build"]:
             build = build_knowledge_base(kb=kb, dataset=dataset)
             report["build"] = build.__dict__
@@ -61,13 +74,17 @@ class Command(BaseCommand):
             raise CommandError("知识库没有生效版本，无法评测（加 --build）。")
 
         modes = options["mode"] or ["dense", "sparse", "hybrid"]
+        fusions = options["fusion"] or [None]
         runs = []
         for mode in modes:
-            runs.append(evaluate_mode(kb=kb, dataset=dataset, mode=mode, k=options["k"], candidate_k=options["candidate_k"]))
-            if options["rewrite"]:
-                runs.append(evaluate_mode(kb=kb, dataset=dataset, mode=mode, k=options["k"], enable_rewrite=True, candidate_k=options["candidate_k"]))
-            if options["rerank"]:
-                runs.append(evaluate_mode(kb=kb, dataset=dataset, mode=mode, k=options["k"], enable_rerank=True, candidate_k=options["candidate_k"]))
+            for fusion in fusions if mode == "hybrid" else [None]:
+                common = {"kb": kb, "dataset": dataset, "mode": mode, "k": options["k"],
+                          "candidate_k": options["candidate_k"], "fusion": fusion}
+                runs.append(evaluate_mode(**common))
+                if options["rewrite"]:
+                    runs.append(evaluate_mode(**common, enable_rewrite=True))
+                if options["rerank"]:
+                    runs.append(evaluate_mode(**common, enable_rerank=True))
         baseline = evaluate_bm25_baseline(dataset=dataset, k=options["k"])
         report["runs"] = runs
         report["baseline"] = baseline
@@ -79,10 +96,14 @@ class Command(BaseCommand):
     def _print(self, report: dict) -> None:
         k = report["k"]
         header = f"{'run':<26} {'recall@'+str(k):>9} {'hit@'+str(k):>7} {'mrr@10':>7} {'ndcg@10':>8} {'p50 ms':>8} {'p95 ms':>8}"
-        self.stdout.write(f"{report['dataset']}: {report['queries']} queries, {report['corpus']} passages")
+        self.stdout.write(f"{report['dataset']}: {report['queries']} queries, {report['corpus']} passages, "
+                          f"{report['embedding_model']}, {report['text_analysis']}")
         self.stdout.write(header)
         for run in [*report["runs"], report["baseline"]]:
-            name = run["mode"] + ("+rewrite" if run.get("rewrite") else "") + ("+rerank" if run.get("rerank") else "")
+            name = (run["mode"] + (f"({run['fusion']})" if run.get("fusion") else "")
+                    + ("+rewrite" if run.get("rewrite") else "") + ("+rerank" if run.get("rerank") else ""))
+            if run.get("notes"):
+                name += " [" + ",".join(run["notes"]) + "]"
             m = run["metrics"]
             self.stdout.write(
                 f"{name:<26} {m[f'recall@{k}']:>9.4f} {m[f'hit@{k}']:>7.4f} {m['mrr@10']:>7.4f} {m['ndcg@10']:>8.4f} "

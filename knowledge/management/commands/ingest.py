@@ -1,4 +1,4 @@
-"""manage.py ingest PATH... --kb SLUG [--create] [--activate] [--wait]"""
+"""manage.py ingest PATH... --kb SLUG [--create [--embedding-model NAME]] [--activate] [--wait]"""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("--visibility", default="internal", choices=["public", "internal", "restricted"])
         parser.add_argument("--wait", action="store_true", help="process the queue in this process until these documents end")
         parser.add_argument("--activate", action="store_true", help="publish the version when all documents are READY (implies --wait)")
+        parser.add_argument("--embedding-model", default=None,
+                            help="with --create: the new knowledge base's embedding model (default "
+                            "RAG_EMBEDDING_MODEL; local-hash-lexical-v1 is the fast lexical one)")
         parser.add_argument("--source-tag", default="")
         parser.add_argument("--timeout", type=float, default=3600.0)
 
@@ -72,13 +75,17 @@ class Command(BaseCommand):
     def _knowledge_base(self, options) -> KnowledgeBase:
         kb = KnowledgeBase.objects.filter(slug=options["kb"]).first()
         if kb is not None:
+            if options["embedding_model"] and options["embedding_model"] != kb.embedding_model:
+                raise CommandError(
+                    f"知识库 {kb.slug} 使用向量模型 {kb.embedding_model}，创建后不能更改。"
+                )
             return kb
         if not options["create"]:
             raise CommandError(f"知识库 {options['kb']} 不存在（加 --create 自动创建）。")
         try:
             return services.create_knowledge_base(
                 slug=options["kb"], name=options["name"] or options["kb"],
-                visibility=options["visibility"], actor=None,
+                visibility=options["visibility"], actor=None, embedding_model=options["embedding_model"],
             )
         except DomainError as error:
             raise CommandError(str(error.message)) from error

@@ -61,10 +61,19 @@ def test_local_provider_gives_the_offline_adapters(settings):
 
     # when / then
     assert isinstance(get_embedder(), LocalHashingEmbedder)
-    assert isinstance(get_reranker(), LocalLexicalReranker)
+    assert get_reranker() is None  # no offline reranker helps; rerank is a traced no-op
     assert isinstance(get_rewriter(), IdentityRewriter)
     assert isinstance(get_chat_model(), ExtractiveChatModel)
     assert isinstance(get_captioner(), LocalCaptioner)
+
+
+def test_the_lexical_local_reranker_stays_selectable_by_name(settings):
+    # given
+    settings.RAG_PROVIDER = "local"
+    settings.RAG_RERANK_MODEL = "local-lexical"
+
+    # then
+    assert isinstance(get_reranker(), LocalLexicalReranker)
 
 
 def test_an_embedder_follows_the_knowledge_base_model_and_dimension(dashscope_settings):
