@@ -143,7 +143,13 @@ def chunk_text(rng: random.Random) -> str:
     return "".join(sentence(rng) for _ in range(rng.randint(4, 8)))
 
 
-def build_corpus(size: int, *, chunks_per_document: int = 100, seed: int = 7):
+# Synthetic corpora of up to 100k chunks are embedded with the lexical hashing embedder: e5 would
+# take hours on 2 cores, and these benchmarks measure the index and the service, not the model.
+SYNTHETIC_EMBEDDING_MODEL = "local-hash-lexical-v1"
+
+
+def build_corpus(size: int, *, chunks_per_document: int = 100, seed: int = 7,
+                 embedding_model: str = SYNTHETIC_EMBEDDING_MODEL):
     """A published KB with `size` chunks: rows in the database, vectors in Milvus."""
     import numpy as np
 
@@ -154,7 +160,8 @@ def build_corpus(size: int, *, chunks_per_document: int = 100, seed: int = 7):
     from engines.providers import get_embedder
 
     rng = random.Random(seed + size)
-    kb = services.create_knowledge_base(slug=f"bench-{size}", name=f"bench {size}", actor=None)
+    kb = services.create_knowledge_base(slug=f"bench-{size}", name=f"bench {size}", actor=None,
+                                        embedding_model=embedding_model)
     draft = services.create_draft_version(kb=kb, actor=None)
     texts = [chunk_text(rng) for _ in range(size)]
     documents = Document.objects.bulk_create(

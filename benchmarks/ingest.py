@@ -122,6 +122,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cmrc-limit", type=int, default=None, help="load only the first N passages")
     parser.add_argument("--cmrc-dir", type=Path, default=CMRC_CHUNKS, help="folder with the corpus.jsonl to load")
+    parser.add_argument("--embedding-model", default=None,
+                        help="embedder of the knowledge bases (default RAG_EMBEDDING_MODEL: local-e5-small-v1)")
     args = parser.parse_args()
     stop = setup_django()
     try:
@@ -136,7 +138,8 @@ def main() -> None:
             ("cmrc2018_dev_chunks", lambda: cmrc_files(args.cmrc_limit, args.cmrc_dir)),
         ):
             files, titles, external_ids = loader()
-            kb = services.create_knowledge_base(slug=f"bench-{name.replace('_', '-')}", name=name, actor=None)
+            kb = services.create_knowledge_base(slug=f"bench-{name.replace('_', '-')}", name=name, actor=None,
+                                                embedding_model=args.embedding_model)
             pipeline = run_pipeline(kb, files, titles=titles, external_ids=external_ids)
             ids = list(Document.objects.filter(knowledge_base=kb).values_list("pk", flat=True))
             baseline = raw_baseline(kb, ids)

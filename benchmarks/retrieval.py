@@ -15,10 +15,10 @@ import time
 
 import numpy as np
 
-from .common import build_corpus, make_queries, percentile, print_table, setup_django, write_results
+from .common import SYNTHETIC_EMBEDDING_MODEL, build_corpus, make_queries, percentile, print_table, setup_django, write_results
 
 
-def measure(size: int, queries_count: int, top_k: int, candidate_k: int) -> dict:
+def measure(size: int, queries_count: int, top_k: int, candidate_k: int, embedding_model: str) -> dict:
     from pymilvus import MilvusClient
 
     from django.conf import settings
@@ -28,7 +28,7 @@ def measure(size: int, queries_count: int, top_k: int, candidate_k: int) -> dict
     from knowledge.vectors import store_for
     from engines.providers import get_embedder
 
-    kb, texts, vectors, ids, build = build_corpus(size)
+    kb, texts, vectors, ids, build = build_corpus(size, embedding_model=embedding_model)
     queries = make_queries(texts, queries_count)
     service = build_retrieval_service(kb)
     embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
@@ -113,10 +113,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--candidate-k", type=int, default=30)
+    parser.add_argument("--embedding-model", default=SYNTHETIC_EMBEDDING_MODEL,
+                        help="embedder of the synthetic corpora (local-e5-small-v1 for its query cost; slow to build)")
     args = parser.parse_args()
     stop = setup_django()
     try:
-        runs = [measure(int(size), args.queries, args.top_k, args.candidate_k) for size in args.sizes.split(",")]
+        runs = [measure(int(size), args.queries, args.top_k, args.candidate_k, args.embedding_model)
+                for size in args.sizes.split(",")]
         rows = []
         for run in runs:
             for mode in ("dense", "sparse", "hybrid"):

@@ -68,7 +68,8 @@ class Embedder(Protocol):
     model: str
     dimension: int
     # False for the lexical hashing embedder: its dense channel repeats what BM25 finds, so
-    # hybrid fusion weights it as a tie-breaker, and its cosine says nothing about meaning.
+    # hybrid fusion gives it no weight (RAG_FUSION_LEXICAL_DENSE_WEIGHT), and its cosine says
+    # nothing about meaning.
     semantic: bool
     # (low, high): cosines mapped to a relevance of 0 and 1 (`retrieval.relevance`); None when
     # the model is not calibrated.

@@ -121,10 +121,8 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
         kb = services.create_knowledge_base(
             slug=obj.slug, name=obj.name, description=obj.description, visibility=obj.visibility,
             support_contact=obj.support_contact, chunk_size_tokens=obj.chunk_size_tokens,
-            chunk_overlap_tokens=obj.chunk_overlap_tokens, actor=request.user,
+            chunk_overlap_tokens=obj.chunk_overlap_tokens, custom_terms=obj.custom_terms, actor=request.user,
         )
-        if obj.custom_terms:
-            kb = services.update_knowledge_base(kb=kb, actor=request.user, custom_terms=obj.custom_terms)
         obj.pk = kb.pk
         obj.text_analysis = kb.text_analysis
         obj.embedding_model, obj.embedding_dimension = kb.embedding_model, kb.embedding_dimension

@@ -59,6 +59,7 @@ def create_knowledge_base(
     chunk_overlap_tokens: int = 48,
     embedding_model: str | None = None,
     embedding_dimension: int | None = None,
+    custom_terms: str = "",
 ) -> KnowledgeBase:
     """`embedding_model` unset: the deployment's default (RAG_EMBEDDING_MODEL)."""
     if KnowledgeBase.objects.filter(slug=slug).exists():
@@ -79,6 +80,7 @@ def create_knowledge_base(
         chunk_overlap_tokens=chunk_overlap_tokens,
         embedding_model=model,
         embedding_dimension=dimension,
+        custom_terms=custom_terms,
         created_by=_user_or_none(actor),
     )
     _validate_model(kb)

@@ -12,7 +12,10 @@ class HitTestForm(forms.Form):
     top_k = forms.IntegerField(label="top_k", min_value=1, max_value=MAX_TOP_K, initial=5)
     candidate_k = forms.IntegerField(label="candidate_k", min_value=1, max_value=MAX_CANDIDATE_K, initial=30)
     enable_query_rewrite = forms.BooleanField(label=_("查询改写"), required=False)
-    enable_rerank = forms.BooleanField(label=_("重排"), required=False, initial=True)
+    enable_rerank = forms.BooleanField(
+        label=_("重排"), required=False, initial=True,
+        help_text=_("使用本地模型提供方（local）时没有能提升效果的重排模型：勾选后不重排，并在轨迹中注明。"),
+    )
     enable_parent_expansion = forms.BooleanField(label=_("上下文扩展（Small2Big）"), required=False, initial=True)
     enable_hyde = forms.BooleanField(label="HyDE", required=False)
     dynamic_top_k = forms.BooleanField(label=_("动态 top-k"), required=False)

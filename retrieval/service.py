@@ -240,7 +240,7 @@ class RetrievalService:
     def _dense_weight(self) -> float:
         if getattr(self.embedder, "semantic", True):
             return float(getattr(settings, "RAG_FUSION_DENSE_WEIGHT", DEFAULT_DENSE_WEIGHT))
-        return float(getattr(settings, "RAG_FUSION_LEXICAL_DENSE_WEIGHT", 0.1))
+        return float(getattr(settings, "RAG_FUSION_LEXICAL_DENSE_WEIGHT", 0.0))
 
     def _fuse(self, request: RetrievalRequest, lists: dict[str, list[RankedHit]], run: _Run) -> list[FusedHit]:
         if sum(1 for hits in lists.values() if hits) <= 1:

@@ -26,8 +26,8 @@ class KnowledgeBaseOutput(serializers.ModelSerializer):
         model = KnowledgeBase
         fields = [
             "id", "name", "description", "visibility", "allowed_groups", "support_contact",
-            "embedding_model", "embedding_dimension", "chunk_size_tokens", "chunk_overlap_tokens",
-            "active_version", "created_at", "updated_at",
+            "embedding_model", "embedding_dimension", "text_analysis", "custom_terms",
+            "chunk_size_tokens", "chunk_overlap_tokens", "active_version", "created_at", "updated_at",
         ]
 
     def get_active_version(self, kb: KnowledgeBase) -> int | None:
@@ -45,6 +45,10 @@ class KnowledgeBaseCreateInput(serializers.Serializer):
     support_contact = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     chunk_size_tokens = serializers.IntegerField(min_value=64, max_value=4096, default=512)
     chunk_overlap_tokens = serializers.IntegerField(min_value=0, max_value=1024, default=48)
+    # Fixed once created; unset: the deployment's RAG_EMBEDDING_MODEL.
+    embedding_model = serializers.CharField(max_length=100, required=False, default=None)
+    embedding_dimension = serializers.IntegerField(min_value=1, max_value=16384, required=False, default=None)
+    custom_terms = serializers.CharField(required=False, allow_blank=True, default="", max_length=100_000)
 
 
 class KnowledgeBaseUpdateInput(serializers.Serializer):
@@ -55,6 +59,8 @@ class KnowledgeBaseUpdateInput(serializers.Serializer):
         many=True, queryset=Group.objects.all(), slug_field="name", required=False
     )
     support_contact = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    # A new dictionary applies to questions at once; POST …/reanalyse applies it to the index.
+    custom_terms = serializers.CharField(required=False, allow_blank=True, max_length=100_000)
 
 
 class VersionOutput(serializers.ModelSerializer):

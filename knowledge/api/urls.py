@@ -5,6 +5,7 @@ from . import views
 urlpatterns = [
     path("knowledge-bases/", views.KnowledgeBaseListView.as_view(), name="kb-list"),
     path("knowledge-bases/<str:kb_id>/", views.KnowledgeBaseDetailView.as_view(), name="kb-detail"),
+    path("knowledge-bases/<str:kb_id>/reanalyse/", views.KnowledgeBaseReanalyseView.as_view(), name="kb-reanalyse"),
     path("knowledge-bases/<str:kb_id>/versions/", views.VersionListView.as_view(), name="version-list"),
     path("knowledge-bases/<str:kb_id>/versions/<int:number>/", views.VersionDetailView.as_view(), name="version-detail"),
     path("knowledge-bases/<str:kb_id>/versions/<int:number>/activate/", views.VersionActivateView.as_view(), name="version-activate"),

@@ -62,7 +62,9 @@ class KnowledgeBaseListView(APIView):
             slug=data["id"], name=data["name"], description=data["description"],
             visibility=data["visibility"], allowed_groups=data["allowed_groups"],
             support_contact=data["support_contact"], chunk_size_tokens=data["chunk_size_tokens"],
-            chunk_overlap_tokens=data["chunk_overlap_tokens"], actor=request.user,
+            chunk_overlap_tokens=data["chunk_overlap_tokens"], embedding_model=data["embedding_model"],
+            embedding_dimension=data["embedding_dimension"], custom_terms=data["custom_terms"],
+            actor=request.user,
         )
         return Response(KnowledgeBaseOutput(kb).data, status=status.HTTP_201_CREATED)
 
@@ -135,6 +137,16 @@ class VersionRetireView(APIView):
     def post(self, request: Request, kb_id: str, number: int) -> Response:
         version = access_version(user=request.user, kb_id=kb_id, number=number, manage=True)
         return Response(VersionOutput(services.retire_version(version=version, actor=request.user)).data)
+
+
+class KnowledgeBaseReanalyseView(APIView):
+    """Apply the knowledge base's dictionary to its index, in the background (202)."""
+
+    @extend_schema(request=None, responses={202: KnowledgeBaseOutput})
+    def post(self, request: Request, kb_id: str) -> Response:
+        kb = access_knowledge_base(user=request.user, kb_id=kb_id, manage=True)
+        services.schedule_reanalysis(kb=kb, actor=request.user)
+        return Response(KnowledgeBaseOutput(kb).data, status=status.HTTP_202_ACCEPTED)
 
 
 class ActivationListView(APIView):

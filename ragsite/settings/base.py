@@ -254,10 +254,11 @@ RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS = env.bool("RAG_OPENAI_EMBEDDING_SEND_DIMEN
 # Load tokenizers and Milvus collections in the background when the web process starts.
 RAG_WARM_UP = env.bool("RAG_WARM_UP", default=True)
 # Hybrid fusion: "convex" (min-max normalised scores, weighted) or "rrf" (k=60, rank only).
-# The dense weight for semantic embedders, and for the lexical hashing one (a tie-breaker).
+# The dense weight for semantic embedders, and for the lexical hashing one (0: its dense channel
+# only adds candidates after BM25's).
 RAG_FUSION = env("RAG_FUSION", default="convex")
 RAG_FUSION_DENSE_WEIGHT = env.float("RAG_FUSION_DENSE_WEIGHT", default=0.5)
-RAG_FUSION_LEXICAL_DENSE_WEIGHT = env.float("RAG_FUSION_LEXICAL_DENSE_WEIGHT", default=0.1)
+RAG_FUSION_LEXICAL_DENSE_WEIGHT = env.float("RAG_FUSION_LEXICAL_DENSE_WEIGHT", default=0.0)
 if RAG_FUSION not in ("convex", "rrf"):
     raise ImproperlyConfigured(f"RAG_FUSION must be convex or rrf, not {RAG_FUSION!r}")
 for _weight in (RAG_FUSION_DENSE_WEIGHT, RAG_FUSION_LEXICAL_DENSE_WEIGHT):

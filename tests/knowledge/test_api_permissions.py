@@ -73,6 +73,7 @@ def test_only_staff_manage(clients, engineers_group, staff_user, role):
     responses = {
         "create kb": client.post("/api/knowledge-bases/", {"id": "new-kb", "name": "新"}, format="json"),
         "edit kb": client.patch(f"{base}/", {"name": "改名"}, format="json"),
+        "reanalyse": client.post(f"{base}/reanalyse/"),
         "new draft": client.post(f"{base}/versions/", {}, format="json"),
         "activate": client.post(f"{base}/versions/2/activate/", {}, format="json"),
         "rollback": client.post(f"{base}/versions/1/rollback/", {}, format="json"),
@@ -131,8 +132,37 @@ def test_staff_creates_and_updates_kb(clients):
     assert created.status_code == 201
     assert created.json()["embedding_model"] == "local-hash-lexical-v1"
     assert created.json()["embedding_dimension"] == 512
+    assert created.json()["text_analysis"] == "terms-v1"
     assert updated.status_code == 200
     assert updated.json()["name"] == "员工手册 2025"
+
+
+def test_staff_choose_the_model_and_dictionary_and_reanalyse(clients, milvus, run_tasks):
+    # when
+    created = clients["staff"].post(
+        "/api/knowledge-bases/",
+        {"id": "products", "name": "产品", "embedding_model": "local-e5-small-v1", "custom_terms": "星河云盘"},
+        format="json",
+    )
+    edited = clients["staff"].patch("/api/knowledge-bases/products/", {"custom_terms": "星河云盘\nLX-9000"}, format="json")
+    reanalysed = clients["staff"].post("/api/knowledge-bases/products/reanalyse/")
+
+    # then
+    assert created.status_code == 201, created.content
+    assert (created.json()["embedding_model"], created.json()["embedding_dimension"]) == ("local-e5-small-v1", 384)
+    assert edited.json()["custom_terms"] == "星河云盘\nLX-9000"
+    assert reanalysed.status_code == 202
+
+
+def test_an_embedding_model_the_deployment_cannot_serve_is_a_coded_error(clients):
+    # when
+    response = clients["staff"].post(
+        "/api/knowledge-bases/", {"id": "remote", "name": "远程", "embedding_model": "text-embedding-v4"}, format="json"
+    )
+
+    # then
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_embedding_model"
 
 
 def test_create_kb_validation_errors_are_coded(clients, kb):

@@ -400,7 +400,7 @@ def test_one_channel_is_not_fused():
     assert make_service().retrieve(request(mode="sparse")).trace.fusion == "none"
 
 
-def test_a_lexical_embedder_is_only_a_tie_breaker_in_hybrid():
+def test_a_lexical_embedder_has_no_weight_in_hybrid():
     # given: the hashing embedder repeats what BM25 finds
     class LexicalEmbedder(FakeEmbedder):
         semantic = False
@@ -409,7 +409,7 @@ def test_a_lexical_embedder_is_only_a_tie_breaker_in_hybrid():
     response = make_service(embedder=LexicalEmbedder()).retrieve(request(top_k=3))
 
     # then
-    assert response.trace.fusion == "convex(minmax, dense=0.1)"
+    assert response.trace.fusion == "convex(minmax, dense=0)"
 
 
 def test_fusion_is_part_of_the_cache_key():
