@@ -190,3 +190,32 @@ def test_document_change_view_is_read_only(admin_client_logged_in, kb):
     response = admin_client_logged_in.get(reverse("admin:knowledge_document_change", args=[document.pk]))
     assert response.status_code == 200
     assert "PDF 已加密" in response.content.decode()
+
+
+def test_the_dictionary_is_edited_in_the_admin_and_the_reanalysis_action_runs_the_task(
+    admin_client_logged_in, kb, django_capture_on_commit_callbacks, milvus, run_tasks
+):
+    # given
+    epoch = kb.cache_namespace.cache_epoch
+    change = reverse("admin:knowledge_knowledgebase_change", args=[kb.pk])
+
+    # when
+    edited = admin_client_logged_in.post(change, {
+        "name": kb.name, "description": "", "support_contact": "", "visibility": kb.visibility,
+        "custom_terms": "星河云盘\nLX-9000",
+    })
+    with django_capture_on_commit_callbacks(execute=True):
+        acted = admin_client_logged_in.post(
+            reverse("admin:knowledge_knowledgebase_changelist"),
+            {"action": "reanalyse_with_dictionary", "_selected_action": [kb.pk]}, follow=True,
+        )
+
+    # then
+    assert edited.status_code == 302, edited.content.decode()[:2000]
+    kb.refresh_from_db()
+    assert kb.dictionary_terms == ("星河云盘", "LX-9000")
+    assert "按词典重建" in acted.content.decode()
+    kb.cache_namespace.refresh_from_db()
+    assert kb.cache_namespace.cache_epoch > epoch  # the task ran after commit
+    page = admin_client_logged_in.get(change).content.decode()
+    assert "terms-v1" in page and kb.embedding_model in page
