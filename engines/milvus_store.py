@@ -33,16 +33,25 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import grpc
-from pymilvus import DataType, Function, FunctionType, MilvusClient
-from pymilvus.exceptions import (
-    CollectionNotExistException,
-    ConnectError,
-    ConnectionConfigException,
-    ConnectionNotExistException,
-    MilvusException,
-    MilvusUnavailableException,
-)
+# pymilvus builds a default connection from the environment's MILVUS_URI while it is imported,
+# and refuses a Milvus Lite path there: with the documented MILVUS_URI=/path/to/file.db the
+# import itself failed. ragsite passes the URI to every client explicitly (settings.MILVUS_URI),
+# so pymilvus is imported with that variable hidden from it.
+_milvus_uri_from_env = os.environ.pop("MILVUS_URI", None)
+try:
+    import grpc
+    from pymilvus import DataType, Function, FunctionType, MilvusClient
+    from pymilvus.exceptions import (
+        CollectionNotExistException,
+        ConnectError,
+        ConnectionConfigException,
+        ConnectionNotExistException,
+        MilvusException,
+        MilvusUnavailableException,
+    )
+finally:
+    if _milvus_uri_from_env is not None:
+        os.environ["MILVUS_URI"] = _milvus_uri_from_env
 
 from engines.analysis import ANALYSIS_VERSION, MILVUS_ANALYZER_PARAMS, analysed_text, dictionary_of
 from engines.ports import (

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from .models import CacheNamespace
+from .models import CacheNamespace, KnowledgeBase
 
 
 def scope_for_kb(kb_id: int) -> str:
@@ -81,3 +81,20 @@ def bump_epoch(*, kb_id: int) -> int:
         namespace.refresh_from_db(fields=["cache_epoch"])
     transaction.on_commit(l1_epochs.clear)
     return namespace.cache_epoch
+
+
+def bump_for_published_documents(*, document_ids: list[int]) -> list[int]:
+    """Advance the epoch of every knowledge base whose active version holds one of these
+    documents (inside the caller's transaction); returns those knowledge bases' ids.
+
+    Called when a document's indexed content changes under a published version — re-indexed
+    (new chunk ids), turned FAILED or READY — so that no cached candidate keeps pointing at
+    chunks that no longer exist or misses a document that now answers. Draft-only documents
+    move nothing: no cached result can contain them.
+    """
+    kb_ids = sorted(set(
+        KnowledgeBase.objects.filter(active_version__documents__in=document_ids).values_list("pk", flat=True)
+    ))
+    for kb_id in kb_ids:
+        bump_epoch(kb_id=kb_id)
+    return kb_ids

@@ -29,6 +29,7 @@ from engines.tokens import count_tokens
 
 from . import events
 from .cleanup import delete_asset_files_after_commit, delete_previews_after_commit
+from .epochs import bump_for_published_documents
 from .vectors import store_for
 from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase
 from .parsing import ParseLimits, parse_document
@@ -196,6 +197,7 @@ def _run(document: Document, timer: StageTimer) -> int:
             raise Document.DoesNotExist
         document.status = DocumentStatus.READY
         document.chunk_count = len(chunks)
+        bump_for_published_documents(document_ids=[document.pk])
         _publish(document, DocumentStatus.READY)
         from .services import refresh_version_readiness
 
@@ -420,6 +422,7 @@ def _fail(document: Document, code: str, message: str) -> None:
             error_message=message,
         )
         document.status = DocumentStatus.FAILED
+        bump_for_published_documents(document_ids=[document.pk])
         _publish(document, DocumentStatus.FAILED, error_code=code, error_message=message)
 
 

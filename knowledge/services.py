@@ -531,6 +531,8 @@ def _queue_ingestion(document_ids: Sequence[int]) -> None:
         status=DocumentStatus.QUEUED, error_code="", error_message="", status_changed_at=timezone.now()
     )
     ids = list(document_ids)
+    # A published document leaving READY (re-index) stops answering now, not when the cache expires.
+    epochs.bump_for_published_documents(document_ids=ids)
 
     def enqueue() -> None:
         from .tasks import ingest_document

@@ -199,7 +199,9 @@ class RetrievalService:
         results = self._build_results(request, ranked, rows, run)
         response = self._response(request, facts, run, results=results, variants=tuple(variants),
                                   epoch=epoch, document_filter=filter_kind)
-        if key is not None:
+        if key is not None and not run.degradations:
+            # A degraded result (a channel or the reranker down) must not be served as the
+            # healthy one for the next 10 minutes.
             self.cache.set(
                 key,
                 {

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = """
@@ -39,6 +41,18 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path):
     result = run_settings("ragsite.settings.production", {"DJANGO_ALLOWED_HOSTS": "kb.example.com"}, tmp_path)
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+@pytest.mark.parametrize("key", ["", "   ", "short-key", "# required in production", "#" + "x" * 40])
+def test_production_refuses_a_guessable_secret_key(tmp_path, key):
+    # when
+    result = run_settings(
+        "ragsite.settings.production", {"DJANGO_ALLOWED_HOSTS": "kb.example.com", "DJANGO_SECRET_KEY": key}, tmp_path
+    )
+
+    # then
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY must be at least 32 characters" in result.stderr
 
 
 def test_production_scales_out_with_settings_only(tmp_path):

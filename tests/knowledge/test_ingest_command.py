@@ -121,3 +121,36 @@ def test_ingest_create_with_an_unknown_remote_model_names_the_problem(tmp_path, 
         call_command("ingest", str(tmp_path), "--kb", "remote-kb", "--create", "--embedding-model", "bge-m3",
                      stdout=io.StringIO())
     assert not KnowledgeBase.objects.filter(slug="remote-kb").exists()
+
+
+def test_milvus_uri_set_to_a_lite_file_in_the_environment_works_as_documented(tmp_path):
+    # given: .env.example documents MILVUS_URI=/path/to/file.db (Milvus Lite in-process), which
+    # pymilvus used to read at import and refuse
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("入职满一年的员工每年享有 15 天带薪年假。", encoding="utf-8")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "RAG_", "MILVUS_"))}
+    env = {
+        **clean, "DJANGO_SETTINGS_MODULE": "ragsite.settings.local", "RAGSITE_VAR_DIR": str(tmp_path / "var"),
+        "MILVUS_URI": str(tmp_path / "milvus.db"), "RAG_WARM_UP": "false",
+        "RAG_EMBEDDING_MODEL": "local-hash-lexical-v1", "RAG_EMBEDDING_DIMENSION": "512",
+    }
+
+    def manage(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=240)
+
+    # when
+    migrated = manage("migrate", "--noinput")
+    ingested = manage("ingest", str(tmp_path / "docs"), "--kb", "lite", "--create", "--activate")
+
+    # then
+    assert migrated.returncode == 0, migrated.stderr[-2000:]
+    assert ingested.returncode == 0, ingested.stderr[-2000:]
+    assert "ready" in ingested.stdout and "已发布 lite v1" in ingested.stdout
+    assert (tmp_path / "milvus.db").exists()

@@ -9,7 +9,7 @@ from django.db import OperationalError
 from django.urls import reverse
 
 from knowledge import epochs, services
-from knowledge.models import Document, DocumentStatus, KnowledgeBaseVersion, Visibility
+from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBaseVersion, Visibility
 from tests.conftest import make_kb
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -305,3 +305,52 @@ def test_knowledge_bases_never_see_each_others_chunks(member_api, published_kb, 
     services.activate_version(version=KnowledgeBaseVersion.objects.get(knowledge_base=other), actor=staff_user)
     results = search(member_api, published_kb, "年假 5 天", top_k=10).json()
     assert results and "另一家公司" not in "".join(r["content"] for r in results)
+
+
+def doc_cache_hits(body):
+    return [e["hit"] for e in body["trace"]["cache"]["events"] if e["stage"] == "doc_retrieval"]
+
+
+def test_reindexing_a_published_document_retires_cached_results(member_api, published_kb, staff_user):
+    # given: a cached result that cites the handbook's chunks
+    first = search(member_api, published_kb, "年假有多少天", endpoint="explain").json()
+    assert doc_cache_hits(search(member_api, published_kb, "年假有多少天", endpoint="explain").json()) == [True]
+    handbook = Document.objects.get(knowledge_base=published_kb, title="员工手册")
+    old_chunks = set(Chunk.objects.filter(document=handbook).values_list("pk", flat=True))
+
+    # when: the document is re-indexed in place (new chunk ids), e.g. after a parser upgrade
+    services.requeue_documents(document_ids=[handbook.pk])
+    epochs.l1_epochs.clear()  # other processes follow within the L1 TTL; this one at once
+    after = search(member_api, published_kb, "年假有多少天", endpoint="explain").json()
+
+    # then: not served from the cache, and no result names a chunk that no longer exists
+    assert doc_cache_hits(after) == [False]
+    assert {r["chunk_id"] for r in first["results"]} & old_chunks
+    assert not {r["chunk_id"] for r in after["results"]} & old_chunks
+    live = set(Chunk.objects.values_list("pk", flat=True))
+    assert {r["chunk_id"] for r in after["results"]} <= live
+
+
+def test_a_degraded_result_is_not_cached(member_api, published_kb, monkeypatch):
+    # given: the sparse channel is down for one request
+    from engines.milvus_store import MilvusVectorStore
+    from engines.ports import VectorStoreUnavailable
+
+    healthy = MilvusVectorStore.search_sparse
+
+    def down(self, **kwargs):
+        raise VectorStoreUnavailable("sparse down")
+
+    monkeypatch.setattr(MilvusVectorStore, "search_sparse", down)
+    degraded = search(member_api, published_kb, "VPN 怎么连", endpoint="explain").json()
+    monkeypatch.setattr(MilvusVectorStore, "search_sparse", healthy)
+
+    # when
+    recovered = search(member_api, published_kb, "VPN 怎么连", endpoint="explain").json()
+    again = search(member_api, published_kb, "VPN 怎么连", endpoint="explain").json()
+
+    # then: the healthy request computed its own result, which is the one cached
+    assert "sparse_failed:original" in degraded["trace"]["degradations"]
+    assert doc_cache_hits(recovered) == [False]
+    assert recovered["trace"]["degradations"] == []
+    assert doc_cache_hits(again) == [True]
