@@ -101,6 +101,11 @@ def ingest_document(*, document_id: int) -> IngestionReport:
         logger.exception("ingestion of document %s crashed", document_id)
         _fail(document, "internal_error", _("处理文档时发生内部错误，请重试或联系管理员。"))
         raise
+    # After the READY commit and outside the handlers above: the document is indexed whatever
+    # the draft's state, and the check must see what other workers committed meanwhile.
+    from .services import refresh_version_readiness
+
+    refresh_version_readiness(version_ids=list(document.versions.values_list("pk", flat=True)))
     return IngestionReport(
         document_id=document_id, status=DocumentStatus.READY, chunk_count=chunk_count,
         seconds=timer.seconds,
@@ -199,11 +204,6 @@ def _run(document: Document, timer: StageTimer) -> int:
         document.chunk_count = len(chunks)
         bump_for_published_documents(document_ids=[document.pk])
         _publish(document, DocumentStatus.READY)
-        from .services import refresh_version_readiness
-
-        refresh_version_readiness(
-            version_ids=list(document.versions.values_list("pk", flat=True))
-        )
     return len(chunks)
 
 

@@ -220,13 +220,37 @@ def _readiness_problem(version: KnowledgeBaseVersion) -> InvalidTransition | Non
     return None
 
 
-def refresh_version_readiness(*, version_ids: Sequence[int]) -> None:
-    """Promote drafts whose documents are now all READY (called when ingestion finishes)."""
-    for version in KnowledgeBaseVersion.objects.filter(
-        pk__in=version_ids, status=VersionStatus.BUILDING
-    ):
-        if _readiness_problem(version) is None:
-            mark_version_ready(version=version)
+def refresh_version_readiness(*, version_ids: Sequence[int]) -> list[int]:
+    """Promote the BUILDING versions among these whose documents are now all READY; returns the
+    promoted ids. "Not ready yet" is an answer, never an error.
+
+    Each version is re-evaluated in its own transaction under its row lock, and callers call
+    this after their own change has committed (a document finished, a document left the draft):
+    of two workers finishing a draft's last two documents at once, whichever checks last sees
+    both documents READY, so a draft cannot stay BUILDING with every document ready.
+    """
+    promoted = []
+    for version_id in version_ids:
+        # Uploads and deletions lock the draft row too (`_draft_for_writing`), so membership
+        # cannot change between this check and the promotion.
+        with transaction.atomic():
+            version = KnowledgeBaseVersion.objects.select_for_update().filter(pk=version_id).first()
+            if version is None or version.status != VersionStatus.BUILDING:
+                continue
+            if _readiness_problem(version) is not None:
+                continue
+            try:
+                mark_version_ready(version=version)
+            except InvalidTransition:
+                # A document left READY meanwhile (re-queued): its own finish re-checks.
+                continue
+            promoted.append(version_id)
+    return promoted
+
+
+def refresh_readiness_after_commit(*, version_ids: Sequence[int]) -> None:
+    ids = list(version_ids)
+    transaction.on_commit(lambda: refresh_version_readiness(version_ids=ids))
 
 
 @transaction.atomic
@@ -582,6 +606,8 @@ def delete_document(*, document: Document, actor: Actor) -> DeletionOutcome:
     in_draft = draft.documents.filter(pk=document.pk).exists()
     if in_draft:
         draft.documents.remove(document)
+        # The draft may now hold only READY documents (the removed one was the last pending).
+        refresh_readiness_after_commit(version_ids=[draft.pk])
     purged = _purge_if_unreachable(document)
     retained = () if purged else tuple(
         retained_versions_holding(document=document).values_list("number", flat=True)
