@@ -127,6 +127,27 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
         obj.text_analysis = kb.text_analysis
         obj.embedding_model, obj.embedding_dimension = kb.embedding_model, kb.embedding_dimension
 
+    # Deleting goes through the service (rows, then files and vectors after commit); Django's
+    # confirmation page lists what goes instead of refusing over the protected activation log.
+    def get_deleted_objects(self, objs, request):
+        lines, counts = [], {}
+        for kb in objs:
+            contents = services.knowledge_base_contents(kb=kb)
+            lines.append(
+                _("%(kb)s：%(v)s 个版本、%(d)s 个文档（%(c)s 个分块，及其原文件、图片与向量）、%(f)s 条 FAQ、"
+                  "%(s)s 个会话") % {"kb": kb, "v": contents.versions, "d": contents.documents,
+                                     "c": contents.chunks, "f": contents.faqs, "s": contents.conversations}
+            )
+            counts[str(KnowledgeBase._meta.verbose_name)] = counts.get(str(KnowledgeBase._meta.verbose_name), 0) + 1
+        return lines, counts, set(), []
+
+    def delete_model(self, request, obj):
+        services.delete_knowledge_base(kb=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for kb in queryset:
+            services.delete_knowledge_base(kb=kb, actor=request.user)
+
     @admin.action(description=gettext_lazy("按词典重建索引"))
     def reanalyse_with_dictionary(self, request, queryset):
         for kb in queryset:

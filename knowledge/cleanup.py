@@ -83,3 +83,37 @@ def delete_document_vectors(
     except VectorStoreError as exc:
         # Stale vectors cannot surface: every search re-filters hits by READY documents.
         logger.warning("could not delete vectors of document %s: %s", document_id, exc)
+
+
+def schedule_knowledge_base_purge(kb) -> None:
+    """After the commit that deletes a knowledge base's rows: its originals, asset images,
+    previews, and every chunk and FAQ vector. Read now, used after commit (the rows are gone)."""
+    kb_id = kb.pk
+    space = (kb.embedding_model, kb.embedding_dimension, kb.text_analysis)
+    storage = Document._meta.get_field("file").storage
+    asset_storage = DocumentAsset._meta.get_field("file").storage
+    originals = list(Document.objects.filter(knowledge_base=kb).values_list("pk", "file"))
+    assets = list(DocumentAsset.objects.filter(document__knowledge_base=kb).values_list("file", flat=True))
+
+    def purge() -> None:
+        for document_id, key in originals:
+            try:
+                storage.delete(key)
+            except OSError as exc:
+                logger.warning("could not delete %s of knowledge base %s: %s", key, kb_id, exc)
+            delete_document_previews(kb_id=kb_id, document_id=document_id)
+        for key in set(assets):
+            try:
+                asset_storage.delete(key)
+            except OSError as exc:
+                logger.warning("could not delete asset %s of knowledge base %s: %s", key, kb_id, exc)
+        model, dimension, analysis = space
+        try:
+            get_vector_store(embedding_model=model, dimension=dimension, analysis=analysis).delete_knowledge_base(
+                kb_id=kb_id
+            )
+        except VectorStoreError as exc:
+            # Unreachable leftovers: every search is filtered by the knowledge base id.
+            logger.warning("could not delete vectors of knowledge base %s: %s", kb_id, exc)
+
+    transaction.on_commit(purge)

@@ -24,6 +24,7 @@ from engines.providers import embedding_space
 from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
 
 from . import epochs, events
+from .cleanup import schedule_knowledge_base_purge
 from .models import (
     FAQ,
     ActivationAction,
@@ -584,6 +585,39 @@ def retry_document(*, document: Document, actor: Actor) -> Document:
     _queue_ingestion([document.pk])
     document.refresh_from_db()
     return document
+
+
+@dataclass(frozen=True)
+class KnowledgeBaseContents:
+    """What deleting a knowledge base removes (the confirmation page shows it)."""
+
+    versions: int
+    documents: int
+    chunks: int
+    faqs: int
+    conversations: int
+
+
+def knowledge_base_contents(*, kb: KnowledgeBase) -> KnowledgeBaseContents:
+    return KnowledgeBaseContents(
+        versions=kb.versions.count(), documents=kb.documents.count(), chunks=kb.chunks.count(),
+        faqs=kb.faqs.count(), conversations=kb.conversations.count(),
+    )
+
+
+@transaction.atomic
+def delete_knowledge_base(*, kb: KnowledgeBase, actor: Actor) -> KnowledgeBaseContents:
+    """Delete a knowledge base with everything in it: rows now (versions, activation log,
+    documents, chunks, assets, FAQs, conversations, traces), then after commit its files and
+    its chunk and FAQ vectors. A failed commit removes nothing."""
+    kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+    contents = knowledge_base_contents(kb=kb)
+    schedule_knowledge_base_purge(kb)
+    # The active pointer and the activation log protect versions from a plain cascade.
+    KnowledgeBase.objects.filter(pk=kb.pk).update(active_version=None)
+    VersionActivation.objects.filter(knowledge_base=kb).delete()
+    kb.delete()
+    return contents
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.conf.urls.static import static
 from django.contrib import admin
+from django.http import HttpResponsePermanentRedirect
+from django.templatetags.static import static as static_url
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -10,6 +12,8 @@ from retrieval import views as retrieval_views
 
 urlpatterns = [
     path("", chat_page.chat_page, name="home"),
+    # Browsers ask for /favicon.ico on every page, the admin included.
+    path("favicon.ico", lambda request: HttpResponsePermanentRedirect(static_url("chat/favicon.svg")), name="favicon"),
     path("admin/knowledge/knowledgebase/<int:kb_pk>/hit-test/", retrieval_views.hit_test, name="hit-test"),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),

@@ -194,3 +194,12 @@ def test_unknown_language_falls_back_to_chinese(client):
     html = client.get("/?lang=xx").content.decode()
     assert '<html lang="zh-hans">' in html
     assert ">新对话</button>" in html
+
+
+def test_favicon_ico_points_at_the_icon(client):
+    # when
+    response = client.get("/favicon.ico")
+
+    # then: browsers ask for it on every page, the admin included
+    assert response.status_code == 301
+    assert response["Location"].endswith("chat/favicon.svg")

@@ -219,3 +219,42 @@ def test_the_dictionary_is_edited_in_the_admin_and_the_reanalysis_action_runs_th
     assert kb.cache_namespace.cache_epoch > epoch  # the task ran after commit
     page = admin_client_logged_in.get(change).content.decode()
     assert "terms-v1" in page and kb.embedding_model in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_a_published_kb_in_the_admin_confirms_then_purges_rows_files_and_vectors(
+    admin_client_logged_in, milvus, run_tasks, media_root, staff_user
+):
+    # given: a published KB with a document and a FAQ, and another KB that must stay
+    from engines.ports import DocumentFilter
+    from knowledge import services
+    from knowledge.vectors import store_for
+    from tests.conftest import make_kb
+
+    doomed, kept = make_kb(), make_kb()
+    for kb in (doomed, kept):
+        services.upload_documents(kb=kb, files=[SimpleUploadedFile("a.md", "# 年假\n\n年假有十五天。".encode())], actor=None)
+        services.activate_version(version=KnowledgeBaseVersion.objects.get(knowledge_base=kb), actor=staff_user)
+    services.save_faq(kb=doomed, question="年假几天", answer="十五天", actor=staff_user)
+    original = Document.objects.get(knowledge_base=doomed).file.name
+    assert (media_root / original).exists()
+    url = reverse("admin:knowledge_knowledgebase_delete", args=[doomed.pk])
+
+    def sparse_hits(kb):
+        return store_for(kb).search_sparse(kb_id=kb.pk, query="年假", limit=5, documents=DocumentFilter(exclude=()))
+
+    assert sparse_hits(doomed) and sparse_hits(kept)
+
+    # when
+    confirmation = admin_client_logged_in.get(url)
+    deleted = admin_client_logged_in.post(url, {"post": "yes"})
+
+    # then: the page said what goes; rows, file and vectors are gone; the other KB is intact
+    page = confirmation.content.decode()
+    assert confirmation.status_code == 200 and "1 个文档" in page and "1 条 FAQ" in page
+    assert deleted.status_code == 302, deleted.content.decode()[:2000]
+    assert not KnowledgeBase.objects.filter(pk=doomed.pk).exists()
+    assert not Document.objects.filter(knowledge_base_id=doomed.pk).exists()
+    assert not (media_root / original).exists()
+    assert sparse_hits(doomed) == []
+    assert sparse_hits(kept)
