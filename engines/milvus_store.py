@@ -349,6 +349,30 @@ class MilvusVectorStore:
 
     # --- extras (not in the port) ---------------------------------------------------------------
 
+    def chunk_ids(self, *, kb_id: int, document_ids: Sequence[int] | None = None,
+                  exclude_documents: Sequence[int] = ()) -> dict[int, int]:
+        """{chunk id: document id} of the stored chunk vectors of a knowledge base: of these
+        documents, or of every document but `exclude_documents` (consistency checks)."""
+        expr = f"kb_id == {int(kb_id)}"
+        if document_ids is not None:
+            if not document_ids:
+                return {}
+            expr += f" and document_id in {_id_list(sorted(int(d) for d in document_ids))}"
+        elif exclude_documents:
+            expr += f" and document_id not in {_id_list(sorted(int(d) for d in exclude_documents))}"
+        rows = self._call(
+            "chunks", "list chunk ids",
+            lambda c, n: c.query(n, filter=expr, output_fields=["id", "document_id"], limit=MAX_TOP_K,
+                                 timeout=self.timeout),
+        )
+        return {int(r["id"]): int(r["document_id"]) for r in rows}
+
+    def delete_chunks(self, *, kb_id: int, chunk_ids: Sequence[int]) -> None:
+        ids = sorted({int(i) for i in chunk_ids})
+        for start in range(0, len(ids), MAX_FILTER_IDS):
+            expr = f"kb_id == {int(kb_id)} and id in {_id_list(ids[start : start + MAX_FILTER_IDS])}"
+            self._call("chunks", "delete chunks", lambda c, n, e=expr: self._delete(c, n, e))
+
     def reanalyse_chunks(self, *, kb_id: int, contents: Mapping[int, str], dictionary: Sequence[str]) -> int:
         """Re-derive the BM25 text of these chunks (a changed dictionary) keeping their vectors:
         no re-embedding, and the chunks stay searchable throughout. Returns rows rewritten;

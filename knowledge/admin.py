@@ -331,8 +331,8 @@ class DocumentAdmin(admin.ModelAdmin):
     search_fields = ["title", "original_name", "sha256", "external_id"]
     readonly_fields = [
         "knowledge_base", "title", "original_name", "file_type", "mime_type", "sha256", "size",
-        "source_tag", "external_id", "status", "error_code", "error_message", "attempts",
-        "page_count", "chunk_count", "versions_list", "chunks_link", "metadata", "created_by", "created_at", "updated_at",
+        "source_tag", "external_id", "status", "status_changed_at", "error_code", "error_message", "attempts",
+        "worker", "heartbeat_at", "lease_expires_at", "page_count", "chunk_count", "versions_list", "chunks_link", "metadata", "created_by", "created_at", "updated_at",
     ]
     fields = readonly_fields
     inlines = [DocumentAssetInline]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -17,7 +18,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.base import ContentFile
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -27,7 +28,8 @@ from engines.providers import get_captioner, get_embedder
 from engines.providers.local import LocalCaptioner
 from engines.tokens import count_tokens
 
-from . import events
+from . import document_status, events
+from .document_status import Claim, LeaseLost
 from .cleanup import delete_asset_files_after_commit, delete_previews_after_commit
 from .epochs import bump_for_published_documents
 from .vectors import store_for
@@ -80,14 +82,17 @@ def parse_limits() -> ParseLimits:
 def ingest_document(*, document_id: int) -> IngestionReport:
     """Process one document end to end. Never raises for bad input: it ends FAILED instead."""
     timer = StageTimer()
-    document = _claim(document_id)
-    if document is None:
+    claim = document_status.claim(document_id=document_id)
+    if claim is None:
         current = Document.objects.filter(pk=document_id).values_list("status", flat=True).first()
         return IngestionReport(document_id=document_id, status=current or "deleted")
+    document = Document.objects.select_related("knowledge_base").get(pk=document_id)
+    _publish(document, DocumentStatus.PARSING)
     try:
-        chunk_count = _run(document, timer)
+        with Heartbeat(claim) as beat:
+            chunk_count = _run(document, claim, beat, timer)
     except IngestionFailed as exc:
-        _fail(document, exc.code, exc.message)
+        _fail(document, claim, exc.code, exc.message)
         return IngestionReport(
             document_id=document_id, status=DocumentStatus.FAILED, error_code=exc.code,
             error_message=exc.message, seconds=timer.seconds,
@@ -96,10 +101,14 @@ def ingest_document(*, document_id: int) -> IngestionReport:
         # Deleted while we worked: the purge removes what we wrote.
         _remove_vectors(document)
         return IngestionReport(document_id=document_id, status="deleted", seconds=timer.seconds)
+    except LeaseLost:
+        # Another run owns the document now (our lease expired): it decides, we write nothing.
+        logger.warning("ingestion of document %s stopped: its lease was taken over", document_id)
+        return IngestionReport(document_id=document_id, status="lease_lost", seconds=timer.seconds)
     except Exception:
         # Recorded on the document for staff and re-raised so the task result shows it too.
         logger.exception("ingestion of document %s crashed", document_id)
-        _fail(document, "internal_error", _("处理文档时发生内部错误，请重试或联系管理员。"))
+        _fail(document, claim, "internal_error", _("处理文档时发生内部错误，请重试或联系管理员。"))
         raise
     # After the READY commit and outside the handlers above: the document is indexed whatever
     # the draft's state, and the check must see what other workers committed meanwhile.
@@ -112,22 +121,45 @@ def ingest_document(*, document_id: int) -> IngestionReport:
     )
 
 
-def _claim(document_id: int) -> Document | None:
-    """QUEUED → PARSING, atomically, so two workers never process the same document."""
-    now = timezone.now()
-    with transaction.atomic():
-        claimed = Document.objects.filter(pk=document_id, status=DocumentStatus.QUEUED).update(
-            status=DocumentStatus.PARSING, status_changed_at=now, error_code="", error_message="",
-            attempts=F("attempts") + 1,
-        )
-        if not claimed:
-            return None
-        document = Document.objects.select_related("knowledge_base").get(pk=document_id)
-        _publish(document, DocumentStatus.PARSING)
-    return document
+class Heartbeat:
+    """Extends the run's lease every third of it, on its own thread and connection, while the
+    run works; `lost` is set when the claim is gone (the lease had expired and was taken)."""
+
+    def __init__(self, claim: Claim) -> None:
+        self.claim = claim
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{claim.document_id}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def check(self) -> None:
+        if self.lost.is_set() or not document_status.held(self.claim).exists():
+            self.lost.set()
+            raise document_status.LeaseLost(f"document {self.claim.document_id}: lease lost")
+
+    def _beat(self) -> None:
+        interval = max(document_status.lease_seconds() / 3, 0.2)
+        try:
+            while not self._stop.wait(interval):
+                try:
+                    if not document_status.heartbeat(self.claim):
+                        self.lost.set()
+                        return
+                except DatabaseError as exc:
+                    # The next beat may get through; the lease is long enough for a few misses.
+                    logger.warning("heartbeat of document %s failed: %s", self.claim.document_id, exc)
+        finally:
+            connection.close()
 
 
-def _run(document: Document, timer: StageTimer) -> int:
+def _run(document: Document, claim: Claim, beat: Heartbeat, timer: StageTimer) -> int:
     kb = document.knowledge_base
     embedder = _embedder_for(kb)
 
@@ -158,7 +190,10 @@ def _run(document: Document, timer: StageTimer) -> int:
         raise IngestionFailed("no_text", _("文档中没有可提取的文字内容（扫描件识别也未得到文字）。"))
     timer.add("chunk", started)
 
-    _set_status(document, DocumentStatus.INDEXING)
+    with transaction.atomic():
+        document_status.advance(claim, DocumentStatus.INDEXING)
+        document.status = DocumentStatus.INDEXING
+        _publish(document, DocumentStatus.INDEXING)
 
     started = time.perf_counter()
     captions = _caption_images(parsed, drafts)
@@ -173,24 +208,23 @@ def _run(document: Document, timer: StageTimer) -> int:
     timer.add("embed", started)
 
     started = time.perf_counter()
-    chunks, had_rows = _replace_rows(document, parsed, drafts, contents, captions)
+    beat.check()
+    chunks, had_rows = _replace_rows(document, claim, parsed, drafts, contents, captions)
     timer.add("store", started)
 
     started = time.perf_counter()
     # A first attempt that found no earlier rows cannot have left vectors behind (attempts is
     # counted when the job is claimed), so the delete round-trip is skipped.
-    first_run = document.attempts <= 1 and not had_rows
+    first_run = claim.attempt <= 1 and not had_rows
+    beat.check()
     _index(kb, document, chunks, vectors, replace=not first_run)
     timer.add("upsert", started)
 
     with transaction.atomic():
-        updated = Document.objects.filter(pk=document.pk).update(
-            status=DocumentStatus.READY,
-            status_changed_at=timezone.now(),
+        document_status.finish(
+            claim,
             chunk_count=len(chunks),
             page_count=parsed.page_count,
-            error_code="",
-            error_message="",
             metadata={
                 **document.metadata,
                 "warnings": parsed.warnings[:20],
@@ -198,8 +232,6 @@ def _run(document: Document, timer: StageTimer) -> int:
                 "stage_seconds": {k: round(v, 3) for k, v in timer.seconds.items()},
             },
         )
-        if not updated:
-            raise Document.DoesNotExist
         document.status = DocumentStatus.READY
         document.chunk_count = len(chunks)
         bump_for_published_documents(document_ids=[document.pk])
@@ -305,9 +337,9 @@ def _embed(embedder, contents: list[str], kb: KnowledgeBase) -> list[list[float]
 
 
 @transaction.atomic
-def _replace_rows(document, parsed: ParseResult, drafts, contents, captions) -> tuple[list[Chunk], bool]:
+def _replace_rows(document, claim: Claim, parsed: ParseResult, drafts, contents, captions) -> tuple[list[Chunk], bool]:
     """New chunk and asset rows in place of old ones; returns (chunks, whether old rows existed)."""
-    Document.objects.select_for_update().get(pk=document.pk)  # raises if deleted meanwhile
+    document_status.lock(claim)  # raises if deleted or taken over meanwhile
     old_asset_keys = list(
         DocumentAsset.objects.filter(document=document).values_list("file", flat=True)
     )
@@ -396,31 +428,22 @@ def _remove_vectors(document: Document) -> None:
     )
 
 
-def _set_status(document: Document, status: str) -> None:
-    with transaction.atomic():
-        if not Document.objects.filter(pk=document.pk).update(
-            status=status, status_changed_at=timezone.now()
-        ):
-            raise Document.DoesNotExist
-        document.status = status
-        _publish(document, status)
-
-
-def _fail(document: Document, code: str, message: str) -> None:
+def _fail(document: Document, claim: Claim, code: str, message: str) -> None:
     """FAILED with a code and message; rows of a partial run are removed so nothing half-indexed
-    remains (stray vectors are harmless: retrieval only serves READY documents)."""
+    remains (stray vectors are harmless: retrieval only serves READY documents). Nothing at all
+    when the claim is gone: the run that owns the document now must not lose its rows."""
     with transaction.atomic():
+        try:
+            document_status.lock(claim)
+        except (document_status.LeaseLost, Document.DoesNotExist):
+            logger.warning("document %s: not marked failed (%s), another run owns it", document.pk, code)
+            return
         Chunk.objects.filter(document_id=document.pk).delete()
         asset_keys = list(DocumentAsset.objects.filter(document_id=document.pk).values_list("file", flat=True))
         DocumentAsset.objects.filter(document_id=document.pk).delete()
         delete_asset_files_after_commit(asset_keys)
         delete_previews_after_commit(kb_id=document.knowledge_base_id, document_id=document.pk)
-        Document.objects.filter(pk=document.pk).update(
-            status=DocumentStatus.FAILED,
-            status_changed_at=timezone.now(),
-            error_code=code[:64],
-            error_message=message,
-        )
+        document_status.fail(claim, code=code, message=message)
         document.status = DocumentStatus.FAILED
         bump_for_published_documents(document_ids=[document.pk])
         _publish(document, DocumentStatus.FAILED, error_code=code, error_message=message)
@@ -442,20 +465,29 @@ def _publish(document: Document, status: str, **extra) -> None:
 
 
 def requeue_stale_documents(*, older_than: timedelta | None = None) -> list[int]:
-    """Re-queue documents whose job died mid-way (worker crash, kill, power loss).
+    """Re-queue documents whose run died mid-way (worker crash, kill, power loss): their lease
+    expired. Runs at worker start and then periodically in every worker.
 
-    Called at worker start. QUEUED documents that old are re-queued too: their task may have
-    been lost between the commit and the enqueue.
+    QUEUED documents older than RAG_INGESTION_STALE_SECONDS are re-queued too: their task may
+    have been lost between the commit and the enqueue. A document whose runs died
+    RAG_INGESTION_MAX_ATTEMPTS times stops in FAILED with the reason instead of looping.
     """
     if older_than is None:
         older_than = timedelta(seconds=getattr(settings, "RAG_INGESTION_STALE_SECONDS", 900))
-    cutoff = timezone.now() - older_than
-    stale = list(
-        Document.objects.filter(
-            status__in=[DocumentStatus.PARSING, DocumentStatus.INDEXING, DocumentStatus.QUEUED],
-            status_changed_at__lt=cutoff,
-        ).values_list("pk", flat=True)
+    expired, lost = document_status.stale(queued_before=timezone.now() - older_than)
+    limit = int(getattr(settings, "RAG_INGESTION_MAX_ATTEMPTS", 3))
+    exhausted = list(
+        Document.objects.filter(pk__in=expired, attempts__gte=limit).values_list("pk", flat=True)
     )
+    if exhausted:
+        with transaction.atomic():
+            document_status.give_up(
+                document_ids=exhausted, code="too_many_attempts",
+                message=_("文档处理了 %(n)s 次都没有完成（处理进程中断），已停止重试。请检查文件后点击重试。") % {"n": limit},
+            )
+            for document in Document.objects.filter(pk__in=exhausted):
+                _publish(document, DocumentStatus.FAILED, error_code="too_many_attempts")
+    stale = [pk for pk in expired if pk not in exhausted] + lost
     if stale:
         from .services import requeue_documents
 

@@ -236,6 +236,13 @@ class Document(models.Model):
     created_at = models.DateTimeField(_("上传时间"), auto_now_add=True)
     updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
     status_changed_at = models.DateTimeField(_("状态变更时间"), null=True, blank=True)
+    # The claim of the run processing it (PARSING / INDEXING): a token only that run knows, the
+    # worker, and a lease its heartbeat keeps extending. Stale means the lease expired; every
+    # write of a run is conditional on still holding the token.
+    lease_token = models.CharField(_("处理令牌"), max_length=36, blank=True, editable=False)
+    lease_expires_at = models.DateTimeField(_("租约到期"), null=True, blank=True, editable=False)
+    heartbeat_at = models.DateTimeField(_("最近心跳"), null=True, blank=True, editable=False)
+    worker = models.CharField(_("处理进程"), max_length=120, blank=True, editable=False)
 
     class Meta:
         verbose_name = _("文档")

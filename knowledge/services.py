@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 from engines.providers import embedding_space
 from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
 
-from . import epochs, events
+from . import document_status, epochs, events
 from .cleanup import schedule_knowledge_base_purge
 from .models import (
     FAQ,
@@ -552,9 +552,7 @@ def schedule_reanalysis(*, kb: KnowledgeBase, actor: Actor) -> None:
 def _queue_ingestion(document_ids: Sequence[int]) -> None:
     if not document_ids:
         return
-    Document.objects.filter(pk__in=document_ids).update(
-        status=DocumentStatus.QUEUED, error_code="", error_message="", status_changed_at=timezone.now()
-    )
+    document_status.queue(document_ids=document_ids)
     ids = list(document_ids)
     # A published document leaving READY (re-index) stops answering now, not when the cache expires.
     epochs.bump_for_published_documents(document_ids=ids)

@@ -280,7 +280,12 @@ RAG_PARSE_MAX_MEMBER_BYTES = env.int("RAG_PARSE_MAX_MEMBER_BYTES", default=100 *
 RAG_OCR_ENABLED = env.bool("RAG_OCR_ENABLED", default=True)
 RAG_OCR_SECONDS_PER_PAGE = env.float("RAG_OCR_SECONDS_PER_PAGE", default=20.0)
 RAG_MAX_OCR_IMAGES_PER_DOCUMENT = env.int("RAG_MAX_OCR_IMAGES_PER_DOCUMENT", default=20)
-# A document stuck in PARSING / INDEXING longer than this is re-queued when a worker starts.
+# A run holds a lease on its document that its heartbeat extends every third of it; a document
+# whose lease expired (its worker died) is re-queued by any worker's sweep, at most
+# RAG_INGESTION_MAX_ATTEMPTS runs in all. A QUEUED document older than RAG_INGESTION_STALE_SECONDS
+# (its task lost between commit and enqueue) is re-queued too.
+RAG_INGESTION_LEASE_SECONDS = env.float("RAG_INGESTION_LEASE_SECONDS", default=120.0)
+RAG_INGESTION_MAX_ATTEMPTS = env.int("RAG_INGESTION_MAX_ATTEMPTS", default=3)
 RAG_INGESTION_STALE_SECONDS = env.int("RAG_INGESTION_STALE_SECONDS", default=900)
 
 # L1 cache of cache epochs (seconds): short so a missed clear after commit heals quickly.
