@@ -13,7 +13,7 @@ from django.db import transaction
 from engines.milvus_store import get_vector_store
 from engines.ports import VectorStoreError
 
-from .models import Document, DocumentAsset
+from .models import Document, DocumentAsset, KnowledgeBase
 from .previews import delete_document_previews
 
 logger = logging.getLogger(__name__)
@@ -58,11 +58,7 @@ def schedule_purge(document: Document) -> None:
     delete_asset_files_after_commit(asset_keys)
 
     def purge_outside_transaction() -> None:
-        # The original's key is unique to this document (one row per bytes per knowledge base).
-        try:
-            storage.delete(original)
-        except OSError as exc:
-            logger.warning("could not delete %s of document %s: %s", original, document_id, exc)
+        _delete_original_if_unreferenced(storage, kb_id=kb_id, key=original, document_id=document_id)
         # Previews are per document (their folder is named by its id): nothing else shares them.
         delete_document_previews(kb_id=kb_id, document_id=document_id)
         delete_document_vectors(
@@ -71,6 +67,19 @@ def schedule_purge(document: Document) -> None:
         )
 
     transaction.on_commit(purge_outside_transaction)
+
+
+def _delete_original_if_unreferenced(storage, *, kb_id: int, key: str, document_id: int) -> None:
+    """The same bytes uploaded again to the knowledge base get the same key: delete the file
+    only if no row points at it, under the KB lock uploads register under."""
+    with transaction.atomic():
+        KnowledgeBase.objects.select_for_update().filter(pk=kb_id).first()
+        if Document.objects.filter(knowledge_base_id=kb_id, file=key).exists():
+            return
+        try:
+            storage.delete(key)
+        except OSError as exc:
+            logger.warning("could not delete %s of document %s: %s", key, document_id, exc)
 
 
 def delete_document_vectors(

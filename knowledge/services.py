@@ -346,6 +346,9 @@ def _switch_active_version(
 @transaction.atomic
 def retire_version(*, version: KnowledgeBaseVersion, actor: Actor) -> KnowledgeBaseVersion:
     """Retire a version that is not active. Documents no retained version holds are purged."""
+    # The KB lock first, as uploads and deletions take it: a duplicate upload adding one of
+    # these documents to the draft either commits before this check or waits for the purge.
+    KnowledgeBase.objects.select_for_update().get(pk=version.knowledge_base_id)
     version = KnowledgeBaseVersion.objects.select_for_update().get(pk=version.pk)
     if version.status == VersionStatus.ACTIVE:
         raise InvalidTransition(
@@ -490,6 +493,12 @@ def _register_uploads(
     titles: Sequence[str] | None,
 ) -> list[UploadOutcome]:
     kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+    # Under the KB lock the purge of an earlier document with the same bytes cannot run
+    # (`cleanup`): if it deleted the shared file after `_store_original` found it, store again.
+    storage = Document._meta.get_field("file").storage
+    for item, key in zip(checked, stored_keys, strict=True):
+        if not storage.exists(key):
+            _store_original(kb=kb, item=item)
     draft = _draft_for_writing(kb, actor)
     outcomes: list[UploadOutcome] = []
     queued: list[int] = []
