@@ -29,9 +29,11 @@ from .models import (
     VersionActivation,
     VersionStatus,
 )
+from .selectors import retained_versions_holding
 
+# 生效中 (active) and 就绪 (ready) must not look alike: one answers questions, the other could.
 STATUS_COLOURS = {
-    "ready": "#15803d", "active": "#15803d", "failed": "#b91c1c", "building": "#b45309",
+    "ready": "#0e7490", "active": "#15803d", "failed": "#b91c1c", "building": "#b45309",
     "queued": "#6b7280", "parsing": "#1d4ed8", "indexing": "#1d4ed8", "uploaded": "#6b7280",
     "retired": "#6b7280",
 }
@@ -208,6 +210,28 @@ def _confirm_switch(model_admin, request, queryset, *, action, title, describe, 
     )
 
 
+def _confirm_destructive(model_admin, request, queryset, *, action, title, intro, describe, perform):
+    """A page saying what will be removed, then `perform(obj)` per selected object on confirm."""
+    if request.POST.get("confirm"):
+        for obj in queryset:
+            perform(obj)
+        return None
+    return TemplateResponse(
+        request,
+        "admin/knowledge/confirm_destructive.html",
+        {
+            **model_admin.admin_site.each_context(request),
+            "title": title,
+            "intro": intro,
+            "items": [describe(obj) for obj in queryset],
+            "queryset": queryset,
+            "action": action,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "opts": model_admin.model._meta,
+        },
+    )
+
+
 # --- versions ----------------------------------------------------------------------------------
 
 
@@ -274,15 +298,30 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
             else:
                 messages.success(request, _("%(v)s 已就绪。") % {"v": version})
 
-    @admin.action(description=gettext_lazy("退役所选版本（只属于这些版本的文档会被彻底删除）"))
+    @admin.action(description=gettext_lazy("退役所选版本…（只属于这些版本的文档会被彻底删除）"))
     def retire(self, request, queryset):
-        for version in queryset:
+        def describe(version: KnowledgeBaseVersion) -> str:
+            doomed = [d.title for d in version.documents.all()
+                      if not retained_versions_holding(document=d).exclude(pk=version.pk).exists()]
+            if not doomed:
+                return _("%(v)s：退役；它的文档都还在其他版本中，不删除任何文档。") % {"v": version}
+            return _("%(v)s：退役，并彻底删除只属于它的 %(n)s 个文档（原文件、分块、图片与向量）：%(t)s") % {
+                "v": version, "n": len(doomed), "t": "、".join(doomed[:10]) + ("…" if len(doomed) > 10 else ""),
+            }
+
+        def perform(version: KnowledgeBaseVersion) -> None:
             try:
                 services.retire_version(version=version, actor=request.user)
             except DomainError as error:
                 _report(request, error)
             else:
                 messages.success(request, _("%(v)s 已退役。") % {"v": version})
+
+        return _confirm_destructive(
+            self, request, queryset, action="retire", title=_("退役版本"),
+            intro=_("退役后的版本不能再发布或回滚。以下内容将被删除，且无法恢复："),
+            describe=describe, perform=perform,
+        )
 
 
 @admin.register(VersionActivation)
@@ -397,8 +436,25 @@ class DocumentAdmin(admin.ModelAdmin):
         if retried:
             messages.success(request, ngettext("已重新排队 %(n)d 个文档。", "已重新排队 %(n)d 个文档。", retried) % {"n": retried})
 
-    @admin.action(description=gettext_lazy("删除所选文档（从草稿移除，无版本引用时彻底删除）"))
+    @admin.action(description=gettext_lazy("删除所选文档…（从草稿移除，无版本引用时彻底删除）"))
     def delete_documents(self, request, queryset):
+        def describe(document: Document) -> str:
+            kept = sorted(
+                retained_versions_holding(document=document)
+                .exclude(status=VersionStatus.BUILDING).values_list("number", flat=True)
+            )
+            if kept:
+                return _("%(t)s：从草稿移除；它仍在版本 %(v)s 中，这些版本退役后才会彻底删除。") % {
+                    "t": document.title, "v": ", ".join(f"v{n}" for n in kept)}
+            return _("%(t)s：彻底删除（原文件、%(n)s 个分块、图片与向量）。") % {
+                "t": document.title, "n": document.chunk_count}
+
+        if not request.POST.get("confirm"):
+            return _confirm_destructive(
+                self, request, queryset, action="delete_documents", title=_("删除文档"),
+                intro=_("已发布的版本不会改变：文档先从草稿移除，没有任何保留版本引用时才彻底删除。"),
+                describe=describe, perform=lambda document: None,
+            )
         for document in queryset:
             title = document.title
             try:

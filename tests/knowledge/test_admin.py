@@ -158,12 +158,40 @@ def test_retry_and_delete_actions(admin_client_logged_in, kb, staff_user, django
     url = reverse("admin:knowledge_document_changelist")
     # when
     admin_client_logged_in.post(url, {"action": "retry", "_selected_action": [failed.pk]})
+    confirmation = admin_client_logged_in.post(url, {"action": "delete_documents", "_selected_action": [doomed.pk]})
+    still_there = Document.objects.filter(pk=doomed.pk).exists()
     with django_capture_on_commit_callbacks(execute=True):
-        admin_client_logged_in.post(url, {"action": "delete_documents", "_selected_action": [doomed.pk]})
-    # then
+        admin_client_logged_in.post(url, {"action": "delete_documents", "_selected_action": [doomed.pk], "confirm": "yes"})
+    # then: the first post only asked, saying what goes; the confirmed one deleted
     failed.refresh_from_db()
     assert failed.status == DocumentStatus.QUEUED
+    assert confirmation.status_code == 200 and "彻底删除" in confirmation.content.decode() and still_there
     assert not Document.objects.filter(pk=doomed.pk).exists()
+
+
+def test_retiring_a_version_asks_first_and_names_the_documents_that_go(admin_client_logged_in, kb, staff_user):
+    # given: v1 holds a document no other version has; v2 is active
+    only_v1 = make_document(kb, title="旧制度")
+    v1 = make_ready_version(kb, documents=[only_v1])
+    v2 = make_ready_version(kb)
+    from knowledge import services
+
+    services.activate_version(version=v2, actor=staff_user)
+    url = reverse("admin:knowledge_knowledgebaseversion_changelist")
+
+    # when
+    asked = admin_client_logged_in.post(url, {"action": "retire", "_selected_action": [v1.pk]})
+    v1.refresh_from_db()
+    status_after_asking = v1.status
+    admin_client_logged_in.post(url, {"action": "retire", "_selected_action": [v1.pk], "confirm": "yes"})
+
+    # then
+    page = asked.content.decode()
+    assert "旧制度" in page and "彻底删除只属于它的 1 个文档" in page
+    assert status_after_asking == VersionStatus.READY
+    v1.refresh_from_db()
+    assert v1.status == VersionStatus.RETIRED
+    assert not Document.objects.filter(pk=only_v1.pk).exists()
 
 
 def test_faq_admin_saves_through_service_and_bumps_epoch(admin_client_logged_in, kb, django_capture_on_commit_callbacks):
