@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.db.models import Count
+from django.db.models import Count, Exists, OuterRef
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -365,7 +365,7 @@ class DocumentAssetInline(admin.TabularInline):
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
     change_list_template = "admin/knowledge/document/change_list.html"
-    list_display = ["title", "knowledge_base", "file_type", "status_label", "chunk_count", "size_kb", "attempts", "error_short", "created_at"]
+    list_display = ["title", "knowledge_base", "file_type", "status_label", "membership", "chunk_count", "size_kb", "attempts", "error_short", "created_at"]
     list_filter = ["status", "knowledge_base", "file_type", "source_tag"]
     search_fields = ["title", "original_name", "sha256", "external_id"]
     readonly_fields = [
@@ -378,7 +378,20 @@ class DocumentAdmin(admin.ModelAdmin):
     actions = ["retry", "delete_documents"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("knowledge_base")
+        memberships = KnowledgeBaseVersion.documents.through.objects.filter(document_id=OuterRef("pk"))
+        return super().get_queryset(request).select_related("knowledge_base").annotate(
+            _in_active=Exists(memberships.filter(knowledgebaseversion_id=OuterRef("knowledge_base__active_version_id"))),
+            _in_draft=Exists(memberships.filter(knowledgebaseversion__status=VersionStatus.BUILDING)),
+        )
+
+    @admin.display(description=gettext_lazy("版本归属"))
+    def membership(self, document: Document) -> str:
+        # Which versions answer with it now (生效) and which will (草稿).
+        labels = {
+            (True, True): _("生效版本与草稿"), (True, False): _("仅生效版本"),
+            (False, True): _("仅草稿"), (False, False): _("不在生效版本或草稿中"),
+        }
+        return labels[bool(document._in_active), bool(document._in_draft)]
 
     def has_add_permission(self, request):
         return False  # uploads go through the upload page, which validates and queues ingestion

@@ -286,3 +286,25 @@ def test_deleting_a_published_kb_in_the_admin_confirms_then_purges_rows_files_an
     assert not (media_root / original).exists()
     assert sparse_hits(doomed) == []
     assert sparse_hits(kept)
+
+
+def test_the_document_list_says_which_versions_hold_each_document(admin_client_logged_in, kb, staff_user):
+    # given: one document published and carried into the draft, one only in the draft, one in neither
+    from knowledge import services
+
+    published, drafted, orphan = (make_document(kb, title=t) for t in ("已发布文档", "草稿文档", "游离文档"))
+    services.activate_version(version=make_ready_version(kb, documents=[published]), actor=staff_user)
+    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    draft.documents.add(drafted)
+
+    # when
+    page = admin_client_logged_in.get(reverse("admin:knowledge_document_changelist")).content.decode()
+
+    # then
+    def row(title):
+        start = page.index(title)
+        return page[start:page.index("</tr>", start)]
+
+    assert "生效版本与草稿" in row("已发布文档")
+    assert "仅草稿" in row("草稿文档")
+    assert "不在生效版本或草稿中" in row("游离文档")
