@@ -47,11 +47,13 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"[:120]
 
 
-def queue(*, document_ids: Sequence[int]) -> int:
-    """Any state → QUEUED (upload, retry, re-index); drops a previous claim."""
+def queue(*, document_ids: Sequence[int], fresh_attempts: bool = False) -> int:
+    """Any state → QUEUED (upload, retry, re-index); drops a previous claim. A manual retry
+    (`fresh_attempts`) gives the document its full number of attempts again."""
+    extra = {"attempts": 0} if fresh_attempts else {}
     return Document.objects.filter(pk__in=list(document_ids)).update(
         status=DocumentStatus.QUEUED, error_code="", error_message="", status_changed_at=timezone.now(),
-        lease_token="", lease_expires_at=None, worker="",
+        lease_token="", lease_expires_at=None, worker="", **extra,
     )
 
 
@@ -114,6 +116,14 @@ def fail(claim: Claim, *, code: str, message: str) -> bool:
     (another run owns the document now: its outcome counts, not this one's)."""
     return bool(held(claim).update(
         status=DocumentStatus.FAILED, status_changed_at=timezone.now(), error_code=code[:64],
+        error_message=message, lease_token="", lease_expires_at=None,
+    ))
+
+
+def retry_later(claim: Claim, *, code: str, message: str) -> bool:
+    """→ QUEUED with the reason, releasing the claim (a transient failure; a new task follows)."""
+    return bool(held(claim).update(
+        status=DocumentStatus.QUEUED, status_changed_at=timezone.now(), error_code=code[:64],
         error_message=message, lease_token="", lease_expires_at=None,
     ))
 

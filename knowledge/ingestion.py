@@ -23,7 +23,15 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from engines.ports import ChunkRecord, ProviderError, VectorStoreError
+from engines.ports import (
+    ChunkRecord,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderTimeout,
+    ProviderUnavailable,
+    VectorStoreError,
+    VectorStoreUnavailable,
+)
 from engines.providers import get_captioner, get_embedder
 from engines.providers.local import LocalCaptioner
 from engines.tokens import count_tokens
@@ -61,10 +69,17 @@ class IngestionReport:
 
 
 class IngestionFailed(Exception):
-    def __init__(self, code: str, message: str) -> None:
+    """`transient`: the input is fine, a service was not (model or vector store down, timed
+    out, rate-limited): the document is retried later instead of failing."""
+
+    def __init__(self, code: str, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.transient = transient
+
+
+TRANSIENT_PROVIDER_ERRORS = (ProviderTimeout, ProviderRateLimited, ProviderUnavailable)
 
 
 def parse_limits() -> ParseLimits:
@@ -92,6 +107,12 @@ def ingest_document(*, document_id: int) -> IngestionReport:
         with Heartbeat(claim) as beat:
             chunk_count = _run(document, claim, beat, timer)
     except IngestionFailed as exc:
+        if exc.transient and claim.attempt < max_attempts():
+            delay = _retry_later(document, claim, exc)
+            return IngestionReport(
+                document_id=document_id, status="retry_scheduled", error_code=exc.code,
+                error_message=exc.message, seconds={**timer.seconds, "retry_in": delay},
+            )
         _fail(document, claim, exc.code, exc.message)
         return IngestionReport(
             document_id=document_id, status=DocumentStatus.FAILED, error_code=exc.code,
@@ -329,7 +350,8 @@ def _embed(embedder, contents: list[str], kb: KnowledgeBase) -> list[list[float]
             vectors.extend(embedder.embed_documents(contents[start : start + EMBED_BATCH]))
     except ProviderError as exc:
         raise IngestionFailed(
-            "embedding_failed", _("向量化失败：%(error)s。请稍后重试。") % {"error": exc}
+            "embedding_failed", _("向量化失败：%(error)s。请稍后重试。") % {"error": exc},
+            transient=isinstance(exc, TRANSIENT_PROVIDER_ERRORS),
         ) from exc
     if len(vectors) != len(contents) or any(len(v) != kb.embedding_dimension for v in vectors):
         raise IngestionFailed("embedding_mismatch", _("向量模型返回的向量数量或维度与知识库不一致。"))
@@ -415,6 +437,7 @@ def _index(kb: KnowledgeBase, document: Document, chunks: list[Chunk], vectors, 
         raise IngestionFailed(
             getattr(exc, "code", "vector_store_error"),
             _("写入向量库失败：%(error)s。请稍后重试。") % {"error": exc},
+            transient=isinstance(exc, VectorStoreUnavailable),
         ) from exc
 
 
@@ -426,6 +449,35 @@ def _remove_vectors(document: Document) -> None:
         kb_id=kb.pk, document_id=document.pk,
         embedding_model=kb.embedding_model, dimension=kb.embedding_dimension, analysis=kb.text_analysis,
     )
+
+
+def max_attempts() -> int:
+    return int(getattr(settings, "RAG_INGESTION_MAX_ATTEMPTS", 3))
+
+
+def _retry_later(document: Document, claim: Claim, exc: IngestionFailed) -> float:
+    """Back to QUEUED with the reason shown, and a new task after an exponential backoff
+    (RAG_INGESTION_RETRY_BASE_SECONDS × 2^(attempt − 1)); returns the delay in seconds."""
+    delay = float(getattr(settings, "RAG_INGESTION_RETRY_BASE_SECONDS", 10.0)) * 2 ** (claim.attempt - 1)
+    message = _("%(error)s 将在 %(s)s 秒后自动重试（第 %(n)s 次，共 %(max)s 次）。") % {
+        "error": exc.message, "s": int(delay), "n": claim.attempt + 1, "max": max_attempts(),
+    }
+    with transaction.atomic():
+        if not document_status.retry_later(claim, code=exc.code, message=message):
+            return 0.0
+        document.status = DocumentStatus.QUEUED
+        _publish(document, DocumentStatus.QUEUED, error_code=exc.code, error_message=message)
+        document_id = document.pk
+        transaction.on_commit(lambda: _enqueue_after(document_id, delay))
+    return delay
+
+
+def _enqueue_after(document_id: int, delay: float) -> None:
+    from .tasks import ingest_document as task
+
+    if task.get_backend().supports_defer:
+        task = task.using(run_after=timezone.now() + timedelta(seconds=delay))
+    task.enqueue(document_id=document_id)
 
 
 def _fail(document: Document, claim: Claim, code: str, message: str) -> None:

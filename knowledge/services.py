@@ -24,7 +24,7 @@ from engines.providers import embedding_space
 from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
 
 from . import document_status, epochs, events
-from .cleanup import schedule_knowledge_base_purge
+from .cleanup import delete_document_vectors, schedule_knowledge_base_purge
 from .models import (
     FAQ,
     ActivationAction,
@@ -558,10 +558,10 @@ def schedule_reanalysis(*, kb: KnowledgeBase, actor: Actor) -> None:
     transaction.on_commit(enqueue)
 
 
-def _queue_ingestion(document_ids: Sequence[int]) -> None:
+def _queue_ingestion(document_ids: Sequence[int], *, fresh_attempts: bool = False) -> None:
     if not document_ids:
         return
-    document_status.queue(document_ids=document_ids)
+    document_status.queue(document_ids=document_ids, fresh_attempts=fresh_attempts)
     ids = list(document_ids)
     # A published document leaving READY (re-index) stops answering now, not when the cache expires.
     epochs.bump_for_published_documents(document_ids=ids)
@@ -589,7 +589,15 @@ def retry_document(*, document: Document, actor: Actor) -> Document:
             _("只有失败的文档可以重试，当前状态为「%(s)s」。") % {"s": document.get_status_display()},
             code="document_not_failed",
         )
-    _queue_ingestion([document.pk])
+    # A failed run may have written vectors before it failed; the new run starts from none
+    # (registered before the enqueue, so it runs first after commit).
+    kb = document.knowledge_base
+    document_id = document.pk
+    transaction.on_commit(lambda: delete_document_vectors(
+        kb_id=kb.pk, document_id=document_id, embedding_model=kb.embedding_model,
+        dimension=kb.embedding_dimension, analysis=kb.text_analysis,
+    ))
+    _queue_ingestion([document.pk], fresh_attempts=True)
     document.refresh_from_db()
     return document
 

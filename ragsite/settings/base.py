@@ -286,6 +286,8 @@ RAG_MAX_OCR_IMAGES_PER_DOCUMENT = env.int("RAG_MAX_OCR_IMAGES_PER_DOCUMENT", def
 # (its task lost between commit and enqueue) is re-queued too.
 RAG_INGESTION_LEASE_SECONDS = env.float("RAG_INGESTION_LEASE_SECONDS", default=120.0)
 RAG_INGESTION_MAX_ATTEMPTS = env.int("RAG_INGESTION_MAX_ATTEMPTS", default=3)
+# A transient failure (model or Milvus down, timeout, rate limit) is retried after this × 2^(n−1).
+RAG_INGESTION_RETRY_BASE_SECONDS = env.float("RAG_INGESTION_RETRY_BASE_SECONDS", default=10.0)
 RAG_INGESTION_STALE_SECONDS = env.int("RAG_INGESTION_STALE_SECONDS", default=900)
 
 # L1 cache of cache epochs (seconds): short so a missed clear after commit heals quickly.

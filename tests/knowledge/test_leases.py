@@ -170,3 +170,99 @@ def test_check_index_reports_and_repairs_drift(milvus, run_tasks, media_root):
     # then
     assert "1 chunks without vector in 1 ready documents, 1 stray vectors" in out.getvalue()
     assert f"{kb.slug}: ok" in after.getvalue()
+
+
+class FlakyEmbedder:
+    """The KB's real embedder behind a model server that is down for the first `failures` calls."""
+
+    def __init__(self, real, failures: int) -> None:
+        self.real, self.failures, self.calls = real, failures, 0
+        self.model, self.dimension = real.model, real.dimension
+
+    def embed_documents(self, texts):
+        from engines.ports import ProviderUnavailable
+
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ProviderUnavailable("model server down")
+        return self.real.embed_documents(texts)
+
+
+def flaky(monkeypatch, failures: int) -> FlakyEmbedder:
+    real_for = ingestion._embedder_for
+    box = {}
+
+    def embedder_for(kb):
+        if "e" not in box:
+            box["e"] = FlakyEmbedder(real_for(kb), failures)
+        return box["e"]
+
+    monkeypatch.setattr(ingestion, "_embedder_for", embedder_for)
+    return box
+
+
+def test_a_transient_failure_is_retried_and_the_document_ends_ready(milvus, run_tasks, media_root, monkeypatch):
+    # given: the model server is down for the first embedding call
+    flaky(monkeypatch, failures=1)
+    kb = make_kb()
+
+    # when (the inline queue runs the retry at once; a real one after the backoff)
+    document = queued_document(kb)
+
+    # then
+    document.refresh_from_db()
+    assert (document.status, document.attempts, document.error_code) == (DocumentStatus.READY, 2, "")
+
+
+def test_a_failure_that_persists_stops_in_failed_after_the_attempts(milvus, run_tasks, media_root, monkeypatch, settings):
+    # given
+    settings.RAG_INGESTION_MAX_ATTEMPTS = 3
+    flaky(monkeypatch, failures=99)
+    kb = make_kb()
+
+    # when
+    document = queued_document(kb)
+
+    # then: three runs, then FAILED with the reason, never silently
+    document.refresh_from_db()
+    assert (document.status, document.attempts, document.error_code) == (DocumentStatus.FAILED, 3, "embedding_failed")
+
+
+def test_a_retry_waits_for_its_backoff_in_the_queue(milvus, database_tasks, media_root, monkeypatch, settings):
+    # given
+    from django_tasks_db.models import DBTaskResult
+
+    settings.RAG_INGESTION_RETRY_BASE_SECONDS = 30
+    flaky(monkeypatch, failures=1)
+    kb = make_kb()
+    document = queued_document(kb)
+
+    # when: a worker runs the first task
+    report = ingest_document(document_id=document.pk)
+
+    # then: back in the queue with the reason and a task that may not run for 30 s
+    document.refresh_from_db()
+    assert report.status == "retry_scheduled"
+    assert document.status == DocumentStatus.QUEUED and document.error_code == "embedding_failed"
+    assert "30 秒后自动重试" in document.error_message
+    retry = DBTaskResult.objects.filter(status="READY").order_by("-enqueued_at").first()
+    assert retry.run_after is not None and retry.run_after > timezone.now() + timedelta(seconds=20)
+
+
+def test_retrying_a_failed_document_gives_it_its_attempts_again(milvus, run_tasks, media_root, monkeypatch, settings):
+    # given: a document that failed after its three attempts
+    settings.RAG_INGESTION_MAX_ATTEMPTS = 3
+    box = flaky(monkeypatch, failures=3)
+    kb = make_kb()
+    document = queued_document(kb)
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED
+
+    # when: the model is back and staff press retry
+    services.retry_document(document=document, actor=None)
+
+    # then
+    document.refresh_from_db()
+    assert (document.status, document.attempts) == (DocumentStatus.READY, 1)
+    assert box["e"].calls == 4
+    assert check_knowledge_base(kb).clean
