@@ -7,6 +7,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import Count, Exists, OuterRef
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
@@ -29,7 +30,7 @@ from .models import (
     VersionActivation,
     VersionStatus,
 )
-from .selectors import retained_versions_holding
+from .selectors import ingestion_queue, retained_versions_holding
 
 # 生效中 (active) and 就绪 (ready) must not look alike: one answers questions, the other could.
 STATUS_COLOURS = {
@@ -407,12 +408,14 @@ class DocumentAdmin(admin.ModelAdmin):
     def get_urls(self):
         return [
             path("upload/", self.admin_site.admin_view(self.upload_view), name="knowledge_document_upload"),
+            path("queue/", self.admin_site.admin_view(self.queue_view), name="knowledge_document_queue"),
         ] + super().get_urls()
 
     def changelist_view(self, request, extra_context=None):
         kb_ids = request.GET.get("knowledge_base__id__exact")
         watched = [int(kb_ids)] if kb_ids and kb_ids.isdigit() else list(KnowledgeBase.objects.values_list("pk", flat=True)[:20])
-        extra_context = {**(extra_context or {}), "watched_kb_ids": watched, "upload_url": reverse("admin:knowledge_document_upload")}
+        extra_context = {**(extra_context or {}), "watched_kb_ids": watched, "upload_url": reverse("admin:knowledge_document_upload"),
+                         "queue_url": reverse("admin:knowledge_document_queue")}
         return super().changelist_view(request, extra_context)
 
     @admin.display(description=gettext_lazy("状态"), ordering="status")
@@ -483,6 +486,12 @@ class DocumentAdmin(admin.ModelAdmin):
                     _("%(t)s 已从草稿移除；它仍在已发布或就绪的版本 %(v)s 中，这些版本退役后才会彻底删除。")
                     % {"t": title, "v": ", ".join(f"v{n}" for n in outcome.retained_by)},
                 )
+
+    def queue_view(self, request):
+        return TemplateResponse(request, "admin/knowledge/document/queue.html", {
+            **self.admin_site.each_context(request), "title": _("处理队列"), "opts": self.model._meta,
+            "queue": ingestion_queue(now=timezone.now()),
+        })
 
     def upload_view(self, request):
         initial = {}

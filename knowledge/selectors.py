@@ -73,3 +73,40 @@ def chunk_contents(*, chunk_ids: Iterable[int]) -> dict[int, str]:
     if not ids:
         return {}
     return dict(Chunk.objects.filter(pk__in=ids).values_list("pk", "content"))
+
+
+def ingestion_queue(*, now) -> dict:
+    """What the ingestion queue holds now: waiting, running (with their workers' heartbeats),
+    failed, and how long the oldest waiting document has waited, overall and per knowledge base."""
+    from django.db.models import Count, Min, Q
+
+    waiting, running = [DocumentStatus.UPLOADED, DocumentStatus.QUEUED], [DocumentStatus.PARSING, DocumentStatus.INDEXING]
+    per_kb = list(
+        KnowledgeBase.objects.annotate(
+            waiting=Count("documents", filter=Q(documents__status__in=waiting)),
+            running=Count("documents", filter=Q(documents__status__in=running)),
+            failed=Count("documents", filter=Q(documents__status=DocumentStatus.FAILED)),
+            oldest_waiting=Min("documents__status_changed_at", filter=Q(documents__status__in=waiting)),
+        ).filter(Q(waiting__gt=0) | Q(running__gt=0) | Q(failed__gt=0)).order_by("name")
+        .values("pk", "name", "slug", "waiting", "running", "failed", "oldest_waiting")
+    )
+    for row in per_kb:
+        row["oldest_waiting_seconds"] = (now - row["oldest_waiting"]).total_seconds() if row["oldest_waiting"] else None
+    in_progress = list(
+        Document.objects.filter(status__in=running).select_related("knowledge_base")
+        .order_by("status_changed_at")
+        .values("pk", "title", "knowledge_base__name", "status", "attempts", "worker", "heartbeat_at",
+                "lease_expires_at", "status_changed_at")
+    )
+    for row in in_progress:
+        row["lease_expired"] = bool(row["lease_expires_at"] and row["lease_expires_at"] < now)
+        row["running_seconds"] = (now - row["status_changed_at"]).total_seconds() if row["status_changed_at"] else None
+    oldest = [r["oldest_waiting_seconds"] for r in per_kb if r["oldest_waiting_seconds"] is not None]
+    return {
+        "waiting": sum(r["waiting"] for r in per_kb),
+        "running": len(in_progress),
+        "failed": sum(r["failed"] for r in per_kb),
+        "oldest_waiting_seconds": max(oldest) if oldest else None,
+        "per_kb": per_kb,
+        "in_progress": in_progress,
+    }

@@ -33,6 +33,7 @@ ADMIN_PAGES = [
     "admin:knowledge_versionactivation_changelist",
     "admin:knowledge_document_changelist",
     "admin:knowledge_document_upload",
+    "admin:knowledge_document_queue",
     "admin:knowledge_chunk_changelist",
     "admin:knowledge_documentasset_changelist",
     "admin:knowledge_faq_changelist",
@@ -308,3 +309,32 @@ def test_the_document_list_says_which_versions_hold_each_document(admin_client_l
     assert "生效版本与草稿" in row("已发布文档")
     assert "仅草稿" in row("草稿文档")
     assert "不在生效版本或草稿中" in row("游离文档")
+
+
+def test_the_queue_page_shows_waiting_running_failed_and_the_oldest_wait(admin_client_logged_in, kb):
+    # given: two waiting (one for ten minutes), one running whose worker died, one failed
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    old, new = make_document(kb, status=DocumentStatus.QUEUED), make_document(kb, status=DocumentStatus.QUEUED)
+    Document.objects.filter(pk=old.pk).update(status_changed_at=now - timedelta(minutes=10))
+    Document.objects.filter(pk=new.pk).update(status_changed_at=now)
+    stuck = make_document(kb, status=DocumentStatus.INDEXING, title="卡住的文档")
+    Document.objects.filter(pk=stuck.pk).update(
+        worker="host:4242", lease_expires_at=now - timedelta(seconds=5), heartbeat_at=now - timedelta(minutes=2),
+        status_changed_at=now - timedelta(minutes=3),
+    )
+    make_document(kb, status=DocumentStatus.FAILED)
+
+    # when
+    page = admin_client_logged_in.get(reverse("admin:knowledge_document_queue")).content.decode()
+
+    # then
+    assert '<strong id="queue-waiting">2</strong>' in page
+    assert '<strong id="queue-running">1</strong>' in page
+    assert '<strong id="queue-failed">1</strong>' in page
+    oldest = int(page.split('<strong id="queue-oldest">')[1].split(" s")[0])
+    assert 595 <= oldest <= 660
+    assert "卡住的文档" in page and "host:4242" in page and "已过期" in page
