@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from ragsite.errors import Forbidden, NotFound
 
-from .models import FAQ, Document, KnowledgeBase, KnowledgeBaseVersion, Visibility
+from .models import FAQ, Chunk, Document, DocumentAsset, KnowledgeBase, KnowledgeBaseVersion, Visibility
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -88,8 +88,6 @@ def published_documents(queryset: QuerySet[Document], kb: KnowledgeBase) -> Quer
 
 def access_asset(*, user: User | None, asset_id: int):
     """An image asset, readable when its document is readable (published, or the user manages)."""
-    from .models import DocumentAsset
-
     asset = DocumentAsset.objects.select_related("document__knowledge_base").filter(pk=asset_id).first()
     if asset is not None:
         kb = asset.document.knowledge_base
@@ -102,8 +100,6 @@ def access_asset(*, user: User | None, asset_id: int):
 
 def access_chunk(*, user: User | None, chunk_id: int):
     """A chunk, readable when its document is readable (published, or the user manages)."""
-    from .models import Chunk
-
     chunk = Chunk.objects.select_related("document__knowledge_base").filter(pk=chunk_id).first()
     if chunk is not None:
         kb = chunk.document.knowledge_base

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db import transaction
+
+from .ingestion import queue_documents
 from .models import Chunk, Document, DocumentStatus, KnowledgeBase
 from .vectors import store_for
 
@@ -78,9 +81,8 @@ def _compare(drift: IndexDrift, rows, ready, group, stored: dict[int, int]) -> N
 def repair(kb: KnowledgeBase, drift: IndexDrift) -> None:
     """Delete stray vectors; re-index READY documents with missing vectors (they stay READY
     until their new run, then answer again with a complete index)."""
-    from .services import requeue_documents
-
     if drift.orphan_ids:
         store_for(kb).delete_chunks(kb_id=kb.pk, chunk_ids=drift.orphan_ids)
     if drift.missing:
-        requeue_documents(document_ids=sorted(drift.missing))
+        with transaction.atomic():
+            queue_documents(document_ids=sorted(drift.missing))

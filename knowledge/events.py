@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
+
+from .eventstream import send
 
 logger = logging.getLogger(__name__)
 
@@ -24,10 +26,6 @@ def publish_kb_event(*, kb_id: int, event: str, data: dict[str, Any]) -> None:
 
 
 def _send(channel: str, event: str, payload: dict[str, Any]) -> None:
-    from django.db import DatabaseError
-
-    from .eventstream import send
-
     try:
         send(channel, event, payload)
     except (OSError, ConnectionError, DatabaseError) as exc:

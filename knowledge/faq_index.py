@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.db import transaction
+from django_tasks import task
 
 from engines.ports import FaqRecord
 from engines.providers import get_embedder
 
+from .models import FAQ, KnowledgeBase
 from .vectors import store_for
 
 # Record ids are faq_id * STRIDE + question index; this bounds similar questions per FAQ.
@@ -28,18 +30,11 @@ def record_id(faq_id: int, index: int) -> int:
 def schedule_faq_reindex(*, kb_id: int, faq_ids: Sequence[int]) -> None:
     ids = list(faq_ids)
 
-    def enqueue() -> None:
-        from .tasks import index_faqs
-
-        index_faqs.enqueue(kb_id=kb_id, faq_ids=ids)
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: index_faqs.enqueue(kb_id=kb_id, faq_ids=ids))
 
 
 def reindex_faqs(*, kb_id: int, faq_ids: Sequence[int]) -> int:
     """Bring the index of these FAQs in line with the database; returns records written."""
-    from .models import FAQ, KnowledgeBase
-
     kb = KnowledgeBase.objects.get(pk=kb_id)
     store = store_for(kb)
     store.delete_faqs(kb_id=kb_id, faq_ids=list(faq_ids))
@@ -63,6 +58,9 @@ def reindex_faqs(*, kb_id: int, faq_ids: Sequence[int]) -> int:
 
 
 def reindex_all_faqs(*, kb_id: int) -> int:
-    from .models import FAQ
-
     return reindex_faqs(kb_id=kb_id, faq_ids=list(FAQ.objects.filter(knowledge_base_id=kb_id).values_list("pk", flat=True)))
+
+
+@task(queue_name="ingestion")
+def index_faqs(*, kb_id: int, faq_ids: list[int]) -> dict:
+    return {"kb_id": kb_id, "records": reindex_faqs(kb_id=kb_id, faq_ids=faq_ids)}

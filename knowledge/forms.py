@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from .models import KnowledgeBase
+from .models import FAQ, KnowledgeBase
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -54,8 +54,6 @@ class FAQForm(forms.ModelForm):
     )
 
     class Meta:
-        from .models import FAQ
-
         model = FAQ
         fields = ["knowledge_base", "question", "answer", "source_tag", "enabled"]
 

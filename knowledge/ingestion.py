@@ -12,6 +12,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -21,7 +22,9 @@ from django.core.files.base import ContentFile
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils import translation
 from django.utils.translation import gettext as _
+from django_tasks import task
 
 from engines.ports import (
     ChunkRecord,
@@ -38,11 +41,13 @@ from engines.tokens import count_tokens
 
 from . import document_status, events
 from .document_status import Claim, LeaseLost
-from .cleanup import delete_asset_files_after_commit, delete_previews_after_commit
+from .chunking import chunk_document
+from .cleanup import delete_asset_files_after_commit, delete_document_vectors, delete_previews_after_commit
 from .epochs import bump_for_published_documents
 from .vectors import store_for
 from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase
 from .parsing import ParseLimits, parse_document
+from .readiness import refresh_version_readiness
 from .parsing.types import ParsedImage, ParseError, ParseResult
 
 logger = logging.getLogger(__name__)
@@ -133,8 +138,6 @@ def ingest_document(*, document_id: int) -> IngestionReport:
         raise
     # After the READY commit and outside the handlers above: the document is indexed whatever
     # the draft's state, and the check must see what other workers committed meanwhile.
-    from .services import refresh_version_readiness
-
     refresh_version_readiness(version_ids=list(document.versions.values_list("pk", flat=True)))
     return IngestionReport(
         document_id=document_id, status=DocumentStatus.READY, chunk_count=chunk_count,
@@ -197,8 +200,6 @@ def _run(document: Document, claim: Claim, beat: Heartbeat, timer: StageTimer) -
     except ParseError as exc:
         raise IngestionFailed(exc.code, exc.message) from exc
     timer.add("parse", started)
-
-    from .chunking import chunk_document
 
     started = time.perf_counter()
     drafts = chunk_document(
@@ -331,6 +332,8 @@ def _caption_images(parsed: ParseResult, drafts) -> dict[str, str]:
 def _ocr_image(image: ParsedImage) -> str:
     if not settings.RAG_OCR_ENABLED:
         return ""
+    # Loaded on first use: the OCR engine (onnxruntime and its models) costs seconds to import,
+    # and most documents have no image to read.
     from .parsing.ocr import ocr_image_text
 
     return ocr_image_text(image.jpeg, seconds=settings.RAG_OCR_SECONDS_PER_PAGE)
@@ -442,8 +445,6 @@ def _index(kb: KnowledgeBase, document: Document, chunks: list[Chunk], vectors, 
 
 
 def _remove_vectors(document: Document) -> None:
-    from .cleanup import delete_document_vectors
-
     kb = document.knowledge_base
     delete_document_vectors(
         kb_id=kb.pk, document_id=document.pk,
@@ -473,8 +474,7 @@ def _retry_later(document: Document, claim: Claim, exc: IngestionFailed) -> floa
 
 
 def _enqueue_after(document_id: int, delay: float) -> None:
-    from .tasks import ingest_document as task
-
+    task = ingest_document_task
     if task.get_backend().supports_defer:
         task = task.using(run_after=timezone.now() + timedelta(seconds=delay))
     task.enqueue(document_id=document_id)
@@ -541,7 +541,37 @@ def requeue_stale_documents(*, older_than: timedelta | None = None) -> list[int]
                 _publish(document, DocumentStatus.FAILED, error_code="too_many_attempts")
     stale = [pk for pk in expired if pk not in exhausted] + lost
     if stale:
-        from .services import requeue_documents
-
-        requeue_documents(document_ids=stale)
+        with transaction.atomic():
+            queue_documents(document_ids=stale)
     return stale
+
+
+def queue_documents(*, document_ids: Sequence[int], fresh_attempts: bool = False) -> None:
+    """→ QUEUED and a task each after commit (inside the caller's transaction). A published
+    document leaving READY (re-index) stops answering now, not when the cache expires."""
+    ids = list(document_ids)
+    if not ids:
+        return
+    document_status.queue(document_ids=ids, fresh_attempts=fresh_attempts)
+    bump_for_published_documents(document_ids=ids)
+
+    def enqueue() -> None:
+        for document_id in ids:
+            ingest_document_task.enqueue(document_id=document_id)
+
+    transaction.on_commit(enqueue)
+
+
+@task(queue_name="ingestion")
+def ingest_document_task(*, document_id: int) -> dict:
+    # Error messages are stored for every staff member to read: write them in the site's
+    # language, whatever language the thread that enqueued the task happened to use.
+    with translation.override(settings.LANGUAGE_CODE):
+        report = ingest_document(document_id=document_id)
+    return {
+        "document_id": report.document_id,
+        "status": str(report.status),
+        "chunk_count": report.chunk_count,
+        "error_code": report.error_code,
+        "seconds": {k: round(v, 3) for k, v in report.seconds.items()},
+    }

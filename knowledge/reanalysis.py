@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django_tasks import task
 
 from .epochs import bump_epoch
 from .faq_index import reindex_all_faqs
@@ -33,3 +34,8 @@ def reanalyse_knowledge_base(*, kb_id: int) -> dict[str, int]:
     with transaction.atomic():
         bump_epoch(kb_id=kb_id)
     return {"chunks": rewritten, "faq_records": faq_records}
+
+
+@task(queue_name="ingestion")
+def reanalyse_task(*, kb_id: int) -> dict:
+    return {"kb_id": kb_id, **reanalyse_knowledge_base(kb_id=kb_id)}

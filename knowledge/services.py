@@ -24,7 +24,11 @@ from engines.providers import embedding_space
 from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
 
 from . import document_status, epochs, events
-from .cleanup import delete_document_vectors, schedule_knowledge_base_purge
+from .cleanup import delete_document_vectors, schedule_knowledge_base_purge, schedule_purge
+from .faq_index import schedule_faq_reindex
+from .ingestion import queue_documents
+from .readiness import mark_version_ready, refresh_readiness_after_commit, refresh_version_readiness
+from .reanalysis import reanalyse_task
 from .models import (
     FAQ,
     ActivationAction,
@@ -180,78 +184,6 @@ def _draft_for_writing(kb: KnowledgeBase, actor: Actor) -> KnowledgeBaseVersion:
         unpublished = unpublished.filter(number__gt=kb.active_version.number)
     base = unpublished.order_by("-number").first() or kb.active_version
     return create_draft_version(kb=kb, actor=actor, base=base)
-
-
-@transaction.atomic
-def mark_version_ready(*, version: KnowledgeBaseVersion) -> KnowledgeBaseVersion:
-    """BUILDING → READY once it holds at least one document and all of them are READY."""
-    version = KnowledgeBaseVersion.objects.select_for_update().get(pk=version.pk)
-    if version.status == VersionStatus.READY:
-        return version
-    if version.status != VersionStatus.BUILDING:
-        raise InvalidTransition(
-            _("版本 v%(n)s 当前状态为「%(s)s」，只有构建中的版本可以标记为就绪。")
-            % {"n": version.number, "s": version.get_status_display()}
-        )
-    problem = _readiness_problem(version)
-    if problem is not None:
-        raise problem
-    version.status = VersionStatus.READY
-    version.ready_at = timezone.now()
-    version.save(update_fields=["status", "ready_at"])
-    events.publish_kb_event(
-        kb_id=version.knowledge_base_id,
-        event="version",
-        data={"version": version.number, "status": version.status},
-    )
-    return version
-
-
-def _readiness_problem(version: KnowledgeBaseVersion) -> InvalidTransition | None:
-    """Why the version cannot become READY yet, or None when it can."""
-    if not version.documents.exists():
-        return InvalidTransition(_("版本中没有文档，不能标记为就绪。"), code="version_empty")
-    pending = list(unready_documents(version=version).values_list("title", "status"))
-    if pending:
-        names = "、".join(f"{title}（{DocumentStatus(status).label}）" for title, status in pending[:5])
-        return InvalidTransition(
-            _("还有 %(count)d 个文档未就绪：%(names)s") % {"count": len(pending), "names": names},
-            code="documents_not_ready",
-        )
-    return None
-
-
-def refresh_version_readiness(*, version_ids: Sequence[int]) -> list[int]:
-    """Promote the BUILDING versions among these whose documents are now all READY; returns the
-    promoted ids. "Not ready yet" is an answer, never an error.
-
-    Each version is re-evaluated in its own transaction under its row lock, and callers call
-    this after their own change has committed (a document finished, a document left the draft):
-    of two workers finishing a draft's last two documents at once, whichever checks last sees
-    both documents READY, so a draft cannot stay BUILDING with every document ready.
-    """
-    promoted = []
-    for version_id in version_ids:
-        # Uploads and deletions lock the draft row too (`_draft_for_writing`), so membership
-        # cannot change between this check and the promotion.
-        with transaction.atomic():
-            version = KnowledgeBaseVersion.objects.select_for_update().filter(pk=version_id).first()
-            if version is None or version.status != VersionStatus.BUILDING:
-                continue
-            if _readiness_problem(version) is not None:
-                continue
-            try:
-                mark_version_ready(version=version)
-            except InvalidTransition:
-                # A document left READY meanwhile (re-queued): its own finish re-checks.
-                continue
-            promoted.append(version_id)
-    return promoted
-
-
-def refresh_readiness_after_commit(*, version_ids: Sequence[int]) -> None:
-    ids = list(version_ids)
-    transaction.on_commit(lambda: refresh_version_readiness(version_ids=ids))
 
 
 @transaction.atomic
@@ -550,29 +482,11 @@ def schedule_reanalysis(*, kb: KnowledgeBase, actor: Actor) -> None:
     the background after commit (documents stay READY and searchable meanwhile)."""
     kb_id = kb.pk
 
-    def enqueue() -> None:
-        from .tasks import reanalyse_knowledge_base
-
-        reanalyse_knowledge_base.enqueue(kb_id=kb_id)
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: reanalyse_task.enqueue(kb_id=kb_id))
 
 
 def _queue_ingestion(document_ids: Sequence[int], *, fresh_attempts: bool = False) -> None:
-    if not document_ids:
-        return
-    document_status.queue(document_ids=document_ids, fresh_attempts=fresh_attempts)
-    ids = list(document_ids)
-    # A published document leaving READY (re-index) stops answering now, not when the cache expires.
-    epochs.bump_for_published_documents(document_ids=ids)
-
-    def enqueue() -> None:
-        from .tasks import ingest_document
-
-        for document_id in ids:
-            ingest_document.enqueue(document_id=document_id)
-
-    transaction.on_commit(enqueue)
+    queue_documents(document_ids=document_ids, fresh_attempts=fresh_attempts)
 
 
 @transaction.atomic
@@ -668,8 +582,6 @@ def _purge_if_unreachable(document: Document) -> bool:
     """Delete a document no retained version holds: rows now, files and vectors after commit."""
     if retained_versions_holding(document=document).exists():
         return False
-    from .cleanup import schedule_purge
-
     schedule_purge(document)
     return True
 
@@ -745,8 +657,6 @@ def _clean_similar_questions(values: Sequence[str], question: str) -> list[str]:
 
 def _faq_changed(*, kb_id: int, faq_ids: Sequence[int]) -> None:
     epochs.bump_epoch(kb_id=kb_id)
-    from .faq_index import schedule_faq_reindex
-
     schedule_faq_reindex(kb_id=kb_id, faq_ids=list(faq_ids))
 
 

@@ -38,7 +38,7 @@ def test_two_workers_finishing_the_last_two_documents_at_once_leave_the_draft_re
     kb = make_kb()
     first, second = upload(kb, "a.txt", "年假有十五天。"), upload(kb, "b.txt", "病假需要证明。")
     both_checked = threading.Barrier(2)
-    real_refresh = services.refresh_version_readiness
+    real_refresh = ingestion.refresh_version_readiness
 
     def refresh_then_wait(**kwargs):
         # The worst interleaving: each worker has checked before the other one goes on.
@@ -46,7 +46,7 @@ def test_two_workers_finishing_the_last_two_documents_at_once_leave_the_draft_re
         both_checked.wait(timeout=20)
         return outcome
 
-    monkeypatch.setattr(services, "refresh_version_readiness", refresh_then_wait)
+    monkeypatch.setattr(ingestion, "refresh_version_readiness", refresh_then_wait)
     reports: list = []
 
     def work(document_id: int) -> None:
