@@ -148,9 +148,12 @@ def test_milvus_uri_set_to_a_lite_file_in_the_environment_works_as_documented(tm
     # when
     migrated = manage("migrate", "--noinput")
     ingested = manage("ingest", str(tmp_path / "docs"), "--kb", "lite", "--create", "--activate")
+    checked = manage("check_index", "--kb", "lite")
 
     # then
     assert migrated.returncode == 0, migrated.stderr[-2000:]
     assert ingested.returncode == 0, ingested.stderr[-2000:]
     assert "ready" in ingested.stdout and "已发布 lite v1" in ingested.stdout
     assert (tmp_path / "milvus.db").exists()
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    assert "lite: ok — 1 documents, 1 chunks" in checked.stdout
