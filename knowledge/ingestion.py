@@ -242,9 +242,13 @@ def _run(document: Document, claim: Claim, beat: Heartbeat, timer: StageTimer) -
     _index(kb, document, chunks, vectors, replace=not first_run)
     timer.add("upsert", started)
 
+    title = document.title
+    if document.metadata.get("title_from_file_name") and parsed.title:
+        title = parsed.title[:300]
     with transaction.atomic():
         document_status.finish(
             claim,
+            title=title,
             chunk_count=len(chunks),
             page_count=parsed.page_count,
             metadata={
@@ -256,6 +260,7 @@ def _run(document: Document, claim: Claim, beat: Heartbeat, timer: StageTimer) -
         )
         document.status = DocumentStatus.READY
         document.chunk_count = len(chunks)
+        document.title = title
         bump_for_published_documents(document_ids=[document.pk])
         _publish(document, DocumentStatus.READY)
     return len(chunks)
@@ -511,6 +516,7 @@ def _publish(document: Document, status: str, **extra) -> None:
             "status": status,
             "status_label": str(DocumentStatus(status).label),
             "chunk_count": document.chunk_count,
+            "attempts": document.attempts,
             **extra,
         },
     )

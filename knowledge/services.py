@@ -444,9 +444,14 @@ def _register_uploads(
             outcomes.append(UploadOutcome(document=existing, duplicate=True))
             continue
         name = item.upload.name or "unnamed"
+        given_title = titles[index] if titles and titles[index] else ""
+        metadata = {"text_encoding": item.sniffed.text_encoding} if item.sniffed.text_encoding else {}
+        if not given_title:
+            # The file's own title (DOCX / PPTX / PDF properties) replaces this once parsed.
+            metadata["title_from_file_name"] = True
         document = Document(
             knowledge_base=kb,
-            title=(titles[index] if titles and titles[index] else _title_from_name(name))[:300],
+            title=(given_title or _title_from_name(name))[:300],
             original_name=name[:300],
             file_type=item.sniffed.file_type,
             mime_type=item.sniffed.mime_type,
@@ -454,7 +459,7 @@ def _register_uploads(
             size=item.upload.size,
             source_tag=source_tag,
             external_id=(external_ids[index] if external_ids else ""),
-            metadata={"text_encoding": item.sniffed.text_encoding} if item.sniffed.text_encoding else {},
+            metadata=metadata,
             created_by=_user_or_none(actor),
             status=DocumentStatus.UPLOADED,
         )

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from knowledge.access import access_asset, access_chunk
+from knowledge.locators import locator_label
 from knowledge.models import KnowledgeBase
 from knowledge.previews import render_chunk_preview
 from ragsite.errors import DomainError, NotFound
@@ -21,6 +22,7 @@ from ragsite.errors import DomainError, NotFound
 from .contracts import RetrievalError, RetrievalResponse
 from .factory import retrieve_for_user
 from .forms import HitTestForm
+from .labels import count_label, note_label, stage_label
 from .serializers import RetrievalRequestInput
 
 
@@ -103,6 +105,10 @@ def hit_test(request: HttpRequest, kb_pk: int) -> TemplateResponse:
             "form": form,
             "response": response,
             "trace": response.trace.as_dict() if response else None,
+            "rows": [(r, locator_label(r.locator)) for r in response.results] if response else [],
+            "stages": [(stage_label(t.stage), t.stage, t.elapsed_ms) for t in response.trace.stage_timings] if response else [],
+            "notes": [(note_label(n), n) for n in response.trace.notes] if response else [],
+            "counts": [(count_label(k), k, v) for k, v in response.trace.candidate_counts.items()] if response else [],
             "error": error,
             "opts": KnowledgeBase._meta,
         },

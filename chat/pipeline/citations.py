@@ -17,9 +17,10 @@ from dataclasses import replace
 
 from chat.contracts import Citation, SupportSpan
 from engines.lexical import content_terms, coverage, sentence_spans
+from knowledge.locators import locator_label
 
 from .confidence import fact_units
-from .context import ContextItem, locator_label
+from .context import ContextItem
 
 _CITATION = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
 _IMAGE = re.compile(r"!\[[^\]\n]*\]\(asset://\d+\)")

@@ -6,7 +6,8 @@
   const root = document.getElementById("rag-live");
   if (!root || !window.EventSource) return;
   const state = document.getElementById("rag-live-state");
-  const colours = { ready: "#15803d", failed: "#b91c1c", queued: "#6b7280", parsing: "#1d4ed8", indexing: "#1d4ed8" };
+  // As the server renders them (knowledge/admin.py STATUS_COLOURS).
+  const colours = { ready: "#0e7490", failed: "#b91c1c", queued: "#6b7280", parsing: "#1d4ed8", indexing: "#1d4ed8" };
   const ids = (root.dataset.kbIds || "").split(",").filter(Boolean);
   let open = 0;
 
@@ -25,6 +26,8 @@
       error.title = data.error_message || "";
     }
     const row = cell.closest("tr");
+    const attempts = row && row.querySelector(".field-attempts");
+    if (attempts && data.attempts !== undefined) attempts.textContent = data.attempts;
     if (row && data.status === "ready") {
       const chunks = row.querySelector(".field-chunk_count");
       if (chunks) chunks.textContent = data.chunk_count;

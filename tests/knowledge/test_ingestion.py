@@ -316,3 +316,36 @@ def test_purging_one_document_keeps_an_image_another_document_shares(kb, milvus,
     assert not Document.objects.filter(pk=first.pk).exists()
     asset = DocumentAsset.objects.get(document=second)
     assert asset.file.storage.exists(asset.file.name)
+
+
+def _docx_titled(title: str) -> bytes:
+    from docx import Document as DocxDocument
+
+    doc = DocxDocument()
+    doc.core_properties.title = title
+    doc.add_heading("年假", level=1)
+    doc.add_paragraph("入职满一年的员工每年享有 15 天带薪年假。")
+    buffer = io.BytesIO()
+    doc.save(buffer)
+    return buffer.getvalue()
+
+
+def test_a_documents_own_title_replaces_the_file_name(kb, milvus, run_tasks, media_root):
+    # when: a DOCX whose title property is set, uploaded as "v3_final(1).docx"
+    document = upload(kb, "v3_final(1).docx", _docx_titled("员工休假管理办法"))
+
+    # then
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.READY
+    assert document.title == "员工休假管理办法"
+
+
+def test_a_title_given_at_upload_is_kept(kb, milvus, run_tasks, media_root):
+    # when
+    document = services.upload_documents(
+        kb=kb, files=[SimpleUploadedFile("a.docx", _docx_titled("文件里的标题"))], actor=None, titles=["编辑定的标题"]
+    )[0].document
+
+    # then
+    document.refresh_from_db()
+    assert document.title == "编辑定的标题"
