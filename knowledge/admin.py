@@ -505,8 +505,11 @@ class DocumentAdmin(admin.ModelAdmin):
                     kb=kb, files=form.cleaned_data["files"], source_tag=form.cleaned_data["source_tag"], actor=request.user,
                 )
             except DomainError as error:
-                form.add_error(None, str(error.message))
-                for item in error.extra.get("errors", []):
+                per_file = error.extra.get("errors", [])
+                # The per-file lines say it all; the summary repeated it for a single file.
+                if not per_file:
+                    form.add_error(None, str(error.message))
+                for item in per_file:
                     form.add_error("files", f"{item['file']}: {item['detail']}")
             else:
                 fresh = sum(1 for o in outcomes if not o.duplicate)
