@@ -30,6 +30,7 @@ from .models import (
     VersionActivation,
     VersionStatus,
 )
+from .locators import locator_label
 from .selectors import ingestion_queue, retained_versions_holding
 
 # 生效中 (active) and 就绪 (ready) must not look alike: one answers questions, the other could.
@@ -46,6 +47,41 @@ def status_badge(value: str, label: str, **data: object):
         '<span class="rag-status" {} style="color:{};font-weight:600">{}</span>',
         attrs, STATUS_COLOURS.get(value, "#111827"), label,
     )
+
+
+def render_chunk_text(text: str):
+    """A chunk as staff read it: GFM tables (how the chunker writes tables) as HTML tables,
+    everything else as wrapped text. Every cell is escaped."""
+    blocks, table = [], []
+
+    def flush_table() -> None:
+        rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table
+                if not set(line.replace("|", "").strip()) <= set("-: ")]
+        if rows:
+            head, *body = rows
+            blocks.append(format_html(
+                '<table class="rag-chunk-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+                format_html_join("", "<th>{}</th>", ((c,) for c in head)),
+                format_html_join("", "<tr>{}</tr>", ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in body)),
+            ))
+        table.clear()
+
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("|"):
+            if lines:
+                blocks.append(format_html('<div style="white-space:pre-wrap">{}</div>', "\n".join(lines)))
+                lines = []
+            table.append(line)
+            continue
+        if table:
+            flush_table()
+        lines.append(line)
+    if table:
+        flush_table()
+    if lines:
+        blocks.append(format_html('<div style="white-space:pre-wrap">{}</div>', "\n".join(lines)))
+    return format_html_join("", "{}", ((b,) for b in blocks))
 
 
 def _report(request: HttpRequest, error: DomainError) -> None:
@@ -527,11 +563,11 @@ class DocumentAdmin(admin.ModelAdmin):
 
 @admin.register(Chunk)
 class ChunkAdmin(admin.ModelAdmin):
-    list_display = ["id", "document", "ordinal", "content_type", "heading", "locator", "token_count", "excerpt"]
+    list_display = ["id", "document", "ordinal", "content_type", "heading", "where", "token_count", "excerpt"]
     list_filter = ["content_type", "knowledge_base"]
     search_fields = ["content", "document__title"]
     list_select_related = ["document"]
-    readonly_fields = ["document", "knowledge_base", "ordinal", "parent_id", "heading_path", "locator", "bboxes", "content_type", "token_count", "asset_ids", "content", "created_at"]
+    readonly_fields = ["document", "knowledge_base", "ordinal", "parent_id", "heading_path", "where", "bboxes", "content_type", "token_count", "asset_ids", "rendered", "created_at"]
     fields = readonly_fields
 
     def has_add_permission(self, request):
@@ -546,6 +582,14 @@ class ChunkAdmin(admin.ModelAdmin):
     @admin.display(description=gettext_lazy("标题路径"))
     def heading(self, chunk: Chunk) -> str:
         return " › ".join(chunk.heading_path)
+
+    @admin.display(description=gettext_lazy("位置"))
+    def where(self, chunk: Chunk) -> str:
+        return locator_label(chunk.locator or {}) or "—"
+
+    @admin.display(description=gettext_lazy("内容"))
+    def rendered(self, chunk: Chunk):
+        return render_chunk_text(chunk.content)
 
     @admin.display(description=gettext_lazy("内容"))
     def excerpt(self, chunk: Chunk) -> str:

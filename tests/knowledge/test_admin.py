@@ -338,3 +338,24 @@ def test_the_queue_page_shows_waiting_running_failed_and_the_oldest_wait(admin_c
     oldest = int(page.split('<strong id="queue-oldest">')[1].split(" s")[0])
     assert 595 <= oldest <= 660
     assert "卡住的文档" in page and "host:4242" in page and "已过期" in page
+
+
+def test_a_table_chunk_is_shown_as_a_table_with_its_cells_escaped(admin_client_logged_in, kb):
+    # given
+    from knowledge.models import Chunk
+
+    document = make_document(kb)
+    chunk = Chunk.objects.create(
+        document=document, knowledge_base=kb, ordinal=0, parent_id="p0", content_type="table", token_count=10,
+        content="差旅标准\n| 城市 | 住宿 |\n| --- | --- |\n| 一线 | 600元/晚 |\n| <b>其他</b> | 400元/晚 |",
+        locator={"page_start": 3},
+    )
+
+    # when
+    page = admin_client_logged_in.get(reverse("admin:knowledge_chunk_change", args=[chunk.pk])).content.decode()
+
+    # then
+    assert '<table class="rag-chunk-table"><thead><tr><th>城市</th><th>住宿</th></tr></thead>' in page
+    assert "<td>600元/晚</td>" in page and "| --- |" not in page
+    assert "&lt;b&gt;其他&lt;/b&gt;" in page
+    assert "第 3 页" in page
