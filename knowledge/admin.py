@@ -24,7 +24,6 @@ from .models import (
     Chunk,
     Document,
     DocumentAsset,
-    DocumentStatus,
     KnowledgeBase,
     KnowledgeBaseVersion,
     VersionActivation,

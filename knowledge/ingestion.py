@@ -20,7 +20,6 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.base import ContentFile
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F
 from django.utils import timezone
 from django.utils import translation
 from django.utils.translation import gettext as _

@@ -23,11 +23,12 @@ from django.utils.translation import gettext as _
 from engines.providers import embedding_space
 from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
 
-from . import document_status, epochs, events
+from . import epochs, events
 from .cleanup import delete_document_vectors, schedule_knowledge_base_purge, schedule_purge
 from .faq_index import schedule_faq_reindex
 from .ingestion import queue_documents
-from .readiness import mark_version_ready, refresh_readiness_after_commit, refresh_version_readiness
+# mark_version_ready / refresh_version_readiness are part of this module's write API too.
+from .readiness import mark_version_ready, refresh_readiness_after_commit, refresh_version_readiness  # noqa: F401
 from .reanalysis import reanalyse_task
 from .models import (
     FAQ,
@@ -41,7 +42,7 @@ from .models import (
     VersionStatus,
     Visibility,
 )
-from .selectors import previous_active_version, retained_versions_holding, unready_documents
+from .selectors import previous_active_version, retained_versions_holding
 from .sniffing import FileRejected, SniffResult, sniff
 
 Actor = AbstractBaseUser | None

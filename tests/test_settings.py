@@ -103,3 +103,16 @@ def test_the_hashing_embedder_stays_selectable(tmp_path):
     # then
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["embedding"] == ["local-hash-lexical-v1", 512]
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("RAG_FUSION", "sum", "RAG_FUSION must be convex or rrf"),
+    ("RAG_FUSION_DENSE_WEIGHT", "1.5", "lie in [0, 1]"),
+])
+def test_a_bad_fusion_setting_is_refused_at_start(tmp_path, variable, value, message):
+    # when
+    result = run_settings("ragsite.settings.local", {variable: value}, tmp_path)
+
+    # then
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and message in result.stderr

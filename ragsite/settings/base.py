@@ -7,6 +7,7 @@ defaults here: environments that need one (local, test) provide a throwaway valu
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
