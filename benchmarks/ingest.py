@@ -5,6 +5,10 @@ Corpora: the bundled demo knowledge base (every format, OCR included) and
 goes through the real pipeline (storage → parse → chunk → embed → database → Milvus). The same
 chunk texts are then embedded and inserted with raw pymilvus calls in the same run, as the
 baseline the pipeline's overhead is measured against.
+
+The CLI path (`--cli-files N`, default 1500) is the one users take: N one-passage files in a
+folder, `manage.py ingest DIR --kb … --create --activate` in a subprocess (upload, queue, worker,
+readiness, publish), with the hashing embedder, against a raw pymilvus insert of the same texts.
 """
 
 from __future__ import annotations
@@ -60,6 +64,43 @@ def run_pipeline(kb, files: list[tuple[str, bytes]], *, titles=None, external_id
         "stage_seconds": {k: round(v, 3) for k, v in sorted(stage_seconds.items())},
         "peak_rss_added_mb": monitor.added_mb,
         "peak_rss_mb": round(monitor.peak_mb, 1),
+    }
+
+
+def cli_path(limit: int) -> dict:
+    """`manage.py ingest` on `limit` one-passage files, as a user runs it."""
+    import resource
+    import subprocess
+    import sys
+    import tempfile
+
+    from evaluation.datasets import load_dataset
+    from evaluation.runner import corpus_document_text
+    from knowledge.models import Chunk, Document, KnowledgeBase
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-cli-"))
+    for n, entry in enumerate(load_dataset(CMRC_CHUNKS).corpus[:limit]):
+        (folder / f"{n:05d}.txt").write_text(corpus_document_text(entry.title, entry.text), encoding="utf-8")
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "manage.py", "ingest", str(folder), "--kb", "bench-cli", "--create", "--activate",
+         "--embedding-model", "local-hash-lexical-v1"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    seconds = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"manage.py ingest failed:\n{result.stderr[-3000:]}")
+    kb = KnowledgeBase.objects.get(slug="bench-cli")
+    ids = list(Document.objects.filter(knowledge_base=kb).values_list("pk", flat=True))
+    chunks = Chunk.objects.filter(knowledge_base=kb).count()
+    baseline = raw_baseline(kb, ids)
+    throughput = chunks / seconds if seconds else 0.0
+    return {
+        "documents": len(ids), "chunks": chunks, "seconds": round(seconds, 2),
+        "chunks_per_second": round(throughput, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+        "raw_baseline": baseline,
+        "cli_vs_raw_throughput": round(throughput / baseline["chunks_per_second"], 3) if baseline["chunks_per_second"] else None,
     }
 
 
@@ -122,6 +163,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cmrc-limit", type=int, default=None, help="load only the first N passages")
     parser.add_argument("--cmrc-dir", type=Path, default=CMRC_CHUNKS, help="folder with the corpus.jsonl to load")
+    parser.add_argument("--cli-files", type=int, default=1500,
+                        help="one-passage files for the manage.py ingest path (0: skip)")
     parser.add_argument("--embedding-model", default=None,
                         help="embedder of the knowledge bases (default RAG_EMBEDDING_MODEL: local-e5-small-v1)")
     args = parser.parse_args()
@@ -158,7 +201,14 @@ def main() -> None:
                          r["raw_baseline"]["chunks_per_second"], r["pipeline_vs_raw_throughput"]])
         print_table(["corpus", "docs", "chunks", "s", "chunks/s", *[f"{s} s" for s in stages], "+RSS MB",
                      "raw chunks/s", "pipeline/raw"], rows)
-        path = write_results("ingest", {"provider": "local", "corpora": results})
+        cli = cli_path(args.cli_files) if args.cli_files else None
+        if cli:
+            print()
+            print_table(["path", "docs", "chunks", "s", "chunks/s", "peak RSS MB", "raw chunks/s", "cli/raw"], [[
+                "manage.py ingest (hashing)", cli["documents"], cli["chunks"], cli["seconds"], cli["chunks_per_second"],
+                cli["peak_rss_mb"], cli["raw_baseline"]["chunks_per_second"], cli["cli_vs_raw_throughput"],
+            ]])
+        path = write_results("ingest", {"provider": "local", "corpora": results, "cli": cli})
         print(f"\nwrote {path}")
     finally:
         stop()
