@@ -105,7 +105,9 @@ def ingest_document(*, document_id: int) -> IngestionReport:
     if claim is None:
         current = Document.objects.filter(pk=document_id).values_list("status", flat=True).first()
         return IngestionReport(document_id=document_id, status=current or "deleted")
-    document = Document.objects.select_related("knowledge_base").get(pk=document_id)
+    document = Document.objects.select_related("knowledge_base").filter(pk=document_id).first()
+    if document is None:  # deleted right after the claim
+        return IngestionReport(document_id=document_id, status="deleted")
     _publish(document, DocumentStatus.PARSING)
     try:
         with Heartbeat(claim) as beat:
