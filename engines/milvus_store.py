@@ -349,23 +349,24 @@ class MilvusVectorStore:
 
     # --- extras (not in the port) ---------------------------------------------------------------
 
-    def chunk_ids(self, *, kb_id: int, document_ids: Sequence[int] | None = None,
-                  exclude_documents: Sequence[int] = ()) -> dict[int, int]:
-        """{chunk id: document id} of the stored chunk vectors of a knowledge base: of these
-        documents, or of every document but `exclude_documents` (consistency checks)."""
-        expr = f"kb_id == {int(kb_id)}"
-        if document_ids is not None:
-            if not document_ids:
-                return {}
-            expr += f" and document_id in {_id_list(sorted(int(d) for d in document_ids))}"
-        elif exclude_documents:
-            expr += f" and document_id not in {_id_list(sorted(int(d) for d in exclude_documents))}"
-        rows = self._call(
-            "chunks", "list chunk ids",
-            lambda c, n: c.query(n, filter=expr, output_fields=["id", "document_id"], limit=MAX_TOP_K,
-                                 timeout=self.timeout),
-        )
-        return {int(r["id"]): int(r["document_id"]) for r in rows}
+    def chunk_ids(self, *, kb_id: int) -> dict[int, int]:
+        """{chunk id: document id} of every stored chunk vector of a knowledge base, paged
+        (one `query` stops at 16,384 rows), for consistency checks."""
+
+        def read_all(client: MilvusClient, name: str) -> dict[int, int]:
+            pages = client.query_iterator(
+                name, batch_size=UPSERT_BATCH_ROWS * 10, filter=f"kb_id == {int(kb_id)}",
+                output_fields=["id", "document_id"], timeout=self.timeout,
+            )
+            found: dict[int, int] = {}
+            try:
+                while page := pages.next():
+                    found.update((int(r["id"]), int(r["document_id"])) for r in page)
+            finally:
+                pages.close()
+            return found
+
+        return self._call("chunks", "list chunk ids", read_all)
 
     def delete_chunks(self, *, kb_id: int, chunk_ids: Sequence[int]) -> None:
         ids = sorted({int(i) for i in chunk_ids})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -9,9 +10,6 @@ from django.db import transaction
 from .ingestion import queue_documents
 from .models import Chunk, Document, DocumentStatus, KnowledgeBase
 from .vectors import store_for
-
-# One Milvus query returns at most this many ids; documents are checked in groups below it.
-_GROUP_CHUNKS = 8_000
 
 
 @dataclass
@@ -31,51 +29,19 @@ class IndexDrift:
 
 
 def check_knowledge_base(kb: KnowledgeBase) -> IndexDrift:
-    store = store_for(kb)
-    drift = IndexDrift(kb_slug=kb.slug)
-    rows: dict[int, set[int]] = {}
-    for chunk_id, document_id in Chunk.objects.filter(knowledge_base=kb).values_list("pk", "document_id"):
-        rows.setdefault(document_id, set()).add(chunk_id)
+    """Raises VectorStoreError when Milvus cannot be read."""
+    stored = store_for(kb).chunk_ids(kb_id=kb.pk)
+    rows = dict(Chunk.objects.filter(knowledge_base=kb).values_list("pk", "document_id"))
     ready = set(Document.objects.filter(knowledge_base=kb, status=DocumentStatus.READY).values_list("pk", flat=True))
-    documents = sorted(set(Document.objects.filter(knowledge_base=kb).values_list("pk", flat=True)))
-    for group in _groups(documents, rows):
-        _compare(drift, rows, ready, group, store.chunk_ids(kb_id=kb.pk, document_ids=group))
-    # vectors of documents that have no row at all any more
-    for chunk_id, document_id in store.chunk_ids(kb_id=kb.pk, exclude_documents=documents).items():
-        drift.orphans[document_id] = drift.orphans.get(document_id, 0) + 1
-        drift.orphan_ids.append(chunk_id)
-    drift.documents_checked = len(documents)
-    drift.chunks_checked = sum(len(ids) for ids in rows.values())
-    return drift
-
-
-def _groups(documents: list[int], rows: dict[int, set[int]]):
-    group: list[int] = []
-    size = 0
-    for document_id in documents:
-        count = len(rows.get(document_id, ()))
-        if group and size + count > _GROUP_CHUNKS:
-            yield group
-            group, size = [], 0
-        group.append(document_id)
-        size += count
-    if group:
-        yield group
-
-
-def _compare(drift: IndexDrift, rows, ready, group, stored: dict[int, int]) -> None:
-    by_document: dict[int, set[int]] = {}
-    for chunk_id, document_id in stored.items():
-        by_document.setdefault(document_id, set()).add(chunk_id)
-    for document_id in group:
-        expected = rows.get(document_id, set())
-        present = by_document.get(document_id, set())
-        if document_id in ready and expected - present:
-            drift.missing[document_id] = len(expected - present)
-        stray = present - expected
-        if stray:
-            drift.orphans[document_id] = len(stray)
-            drift.orphan_ids.extend(sorted(stray))
+    orphan_ids = sorted(chunk_id for chunk_id in stored if chunk_id not in rows)
+    return IndexDrift(
+        kb_slug=kb.slug,
+        documents_checked=Document.objects.filter(knowledge_base=kb).count(),
+        chunks_checked=len(rows),
+        missing=dict(Counter(d for chunk_id, d in rows.items() if d in ready and chunk_id not in stored)),
+        orphans=dict(Counter(stored[chunk_id] for chunk_id in orphan_ids)),
+        orphan_ids=orphan_ids,
+    )
 
 
 def repair(kb: KnowledgeBase, drift: IndexDrift) -> None:

@@ -696,3 +696,16 @@ def test_factory_without_uri_names_the_setting(settings, clean_store_cache):
 
     # then
     assert "MILVUS_URI" in str(error.value)
+
+
+def test_chunk_ids_lists_every_vector_of_a_kb_past_one_querys_limit(store):
+    # given: more vectors than one Milvus query returns (16,384), and another KB's
+    store.upsert_chunks([chunk(i, doc=i // 100) for i in range(1, 17_002)])
+    store.upsert_chunks([chunk(50_000, kb=2, doc=1)])
+
+    # when
+    ids = store.chunk_ids(kb_id=1)
+
+    # then
+    assert len(ids) == 17_001
+    assert ids[17_001] == 170 and 50_000 not in ids

@@ -266,3 +266,17 @@ def test_retrying_a_failed_document_gives_it_its_attempts_again(milvus, run_task
     assert (document.status, document.attempts) == (DocumentStatus.READY, 1)
     assert box["e"].calls == 4
     assert check_knowledge_base(kb).clean
+
+
+def test_check_index_with_milvus_down_is_a_clear_error(settings, db):
+    # given
+    from engines.milvus_store import reset_vector_store_cache
+
+    kb = make_kb()
+    settings.MILVUS_URI = "http://127.0.0.1:9"
+    reset_vector_store_cache()
+
+    # when / then: a message, not a traceback
+    with pytest.raises(CommandError, match=f"无法读取 {kb.slug} 的向量库"):
+        call_command("check_index", "--kb", kb.slug, stdout=io.StringIO())
+    reset_vector_store_cache()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from engines.ports import VectorStoreError
+
 from ...consistency import check_knowledge_base, repair
 from ...models import KnowledgeBase
 
@@ -23,7 +25,10 @@ class Command(BaseCommand):
                 raise CommandError(f"知识库 {options['kb']} 不存在。")
         drifted = 0
         for kb in kbs:
-            drift = check_knowledge_base(kb)
+            try:
+                drift = check_knowledge_base(kb)
+            except VectorStoreError as exc:
+                raise CommandError(f"无法读取 {kb.slug} 的向量库：{exc}") from exc
             missing, orphans = sum(drift.missing.values()), sum(drift.orphans.values())
             state = "ok" if drift.clean else "drift"
             self.stdout.write(
@@ -34,7 +39,10 @@ class Command(BaseCommand):
             if not drift.clean:
                 drifted += 1
                 if options["repair"]:
-                    repair(kb, drift)
+                    try:
+                        repair(kb, drift)
+                    except VectorStoreError as exc:
+                        raise CommandError(f"无法修复 {kb.slug} 的向量库：{exc}") from exc
                     self.stdout.write(
                         f"{kb.slug}: repaired — deleted {orphans} stray vectors, re-queued "
                         f"{len(drift.missing)} documents"
