@@ -43,6 +43,11 @@ def lease_seconds() -> float:
     return float(getattr(settings, "RAG_INGESTION_LEASE_SECONDS", 120))
 
 
+def max_attempts() -> int:
+    """Runs a document gets (dead workers and transient failures count) before it stays FAILED."""
+    return int(getattr(settings, "RAG_INGESTION_MAX_ATTEMPTS", 3))
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"[:120]
 

@@ -113,7 +113,7 @@ def ingest_document(*, document_id: int) -> IngestionReport:
         with Heartbeat(claim) as beat:
             chunk_count = _run(document, claim, beat, timer)
     except IngestionFailed as exc:
-        if exc.transient and claim.attempt < max_attempts():
+        if exc.transient and claim.attempt < document_status.max_attempts():
             delay = _retry_later(document, claim, exc)
             return IngestionReport(
                 document_id=document_id, status="retry_scheduled", error_code=exc.code,
@@ -231,7 +231,6 @@ def _run(document: Document, claim: Claim, beat: Heartbeat, timer: StageTimer) -
     timer.add("embed", started)
 
     started = time.perf_counter()
-    beat.check()
     chunks, had_rows = _replace_rows(document, claim, parsed, drafts, contents, captions)
     timer.add("store", started)
 
@@ -458,16 +457,12 @@ def _remove_vectors(document: Document) -> None:
     )
 
 
-def max_attempts() -> int:
-    return int(getattr(settings, "RAG_INGESTION_MAX_ATTEMPTS", 3))
-
-
 def _retry_later(document: Document, claim: Claim, exc: IngestionFailed) -> float:
     """Back to QUEUED with the reason shown, and a new task after an exponential backoff
     (RAG_INGESTION_RETRY_BASE_SECONDS × 2^(attempt − 1)); returns the delay in seconds."""
     delay = float(getattr(settings, "RAG_INGESTION_RETRY_BASE_SECONDS", 10.0)) * 2 ** (claim.attempt - 1)
     message = _("%(error)s 将在 %(s)s 秒后自动重试（第 %(n)s 次，共 %(max)s 次）。") % {
-        "error": exc.message, "s": int(delay), "n": claim.attempt + 1, "max": max_attempts(),
+        "error": exc.message, "s": int(delay), "n": claim.attempt + 1, "max": document_status.max_attempts(),
     }
     with transaction.atomic():
         if not document_status.retry_later(claim, code=exc.code, message=message):
@@ -487,9 +482,10 @@ def _enqueue_after(document_id: int, delay: float) -> None:
 
 
 def _fail(document: Document, claim: Claim, code: str, message: str) -> None:
-    """FAILED with a code and message; rows of a partial run are removed so nothing half-indexed
-    remains (stray vectors are harmless: retrieval only serves READY documents). Nothing at all
-    when the claim is gone: the run that owns the document now must not lose its rows."""
+    """FAILED with a code and message; the rows of a partial run are removed now and its
+    vectors after commit, so nothing half-indexed remains (and a retry starts from nothing).
+    Nothing at all when the claim is gone: the run that owns the document now must not lose
+    its rows."""
     with transaction.atomic():
         try:
             document_status.lock(claim)
@@ -501,6 +497,7 @@ def _fail(document: Document, claim: Claim, code: str, message: str) -> None:
         DocumentAsset.objects.filter(document_id=document.pk).delete()
         delete_asset_files_after_commit(asset_keys)
         delete_previews_after_commit(kb_id=document.knowledge_base_id, document_id=document.pk)
+        transaction.on_commit(lambda: _remove_vectors(document))
         document_status.fail(claim, code=code, message=message)
         document.status = DocumentStatus.FAILED
         bump_for_published_documents(document_ids=[document.pk])
@@ -534,7 +531,7 @@ def requeue_stale_documents(*, older_than: timedelta | None = None) -> list[int]
     if older_than is None:
         older_than = timedelta(seconds=getattr(settings, "RAG_INGESTION_STALE_SECONDS", 900))
     expired, lost = document_status.stale(queued_before=timezone.now() - older_than)
-    limit = int(getattr(settings, "RAG_INGESTION_MAX_ATTEMPTS", 3))
+    limit = document_status.max_attempts()
     exhausted = list(
         Document.objects.filter(pk__in=expired, attempts__gte=limit).values_list("pk", flat=True)
     )

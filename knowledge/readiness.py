@@ -48,11 +48,13 @@ def _readiness_problem(version: KnowledgeBaseVersion) -> InvalidTransition | Non
     """Why the version cannot become READY yet, or None when it can."""
     if not version.documents.exists():
         return InvalidTransition(_("版本中没有文档，不能标记为就绪。"), code="version_empty")
-    pending = list(unready_documents(version=version).values_list("title", "status"))
-    if pending:
-        names = "、".join(f"{title}（{DocumentStatus(status).label}）" for title, status in pending[:5])
+    unready = unready_documents(version=version)
+    # Called each time a document finishes: read five titles, not every pending row.
+    first = list(unready.values_list("title", "status")[:5])
+    if first:
+        names = "、".join(f"{title}（{DocumentStatus(status).label}）" for title, status in first)
         return InvalidTransition(
-            _("还有 %(count)d 个文档未就绪：%(names)s") % {"count": len(pending), "names": names},
+            _("还有 %(count)d 个文档未就绪：%(names)s") % {"count": unready.count(), "names": names},
             code="documents_not_ready",
         )
     return None
@@ -75,13 +77,10 @@ def refresh_version_readiness(*, version_ids: Sequence[int]) -> list[int]:
             version = KnowledgeBaseVersion.objects.select_for_update().filter(pk=version_id).first()
             if version is None or version.status != VersionStatus.BUILDING:
                 continue
-            if _readiness_problem(version) is not None:
-                continue
             try:
                 mark_version_ready(version=version)
             except InvalidTransition:
-                # A document left READY meanwhile (re-queued): its own finish re-checks.
-                continue
+                continue  # not ready yet: the finish of the last pending document promotes it
             promoted.append(version_id)
     return promoted
 

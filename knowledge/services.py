@@ -20,11 +20,12 @@ from django.db.models import F, Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from engines.milvus_store import LEGACY_ANALYSIS
 from engines.providers import embedding_space
 from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
 
 from . import epochs, events
-from .cleanup import delete_document_vectors, schedule_knowledge_base_purge, schedule_purge
+from .cleanup import schedule_knowledge_base_purge, schedule_purge
 from .faq_index import schedule_faq_reindex
 from .ingestion import queue_documents
 # mark_version_ready / refresh_version_readiness are part of this module's write API too.
@@ -339,10 +340,12 @@ def upload_documents(
     if titles is not None and len(titles) != len(files):
         raise ValidationFailed(_("标题的数量必须与文件数量一致。"), code="invalid_titles")
     checked = _check_uploads(files)
-    stored_keys = [_store_original(kb=kb, item=item) for item in checked]
+    stored = [_store_original(kb=kb, item=item) for item in checked]
+    stored_keys = [key for key, _existed in stored]
     try:
         return _register_uploads(
             kb=kb, checked=checked, stored_keys=stored_keys, actor=actor,
+            found_keys={key for key, existed in stored if existed},
             source_tag=source_tag, external_ids=external_ids, titles=titles,
         )
     except BaseException:
@@ -394,17 +397,19 @@ def _storage_key(kb: KnowledgeBase, sha256: str) -> str:
     return Document._meta.get_field("file").generate_filename(probe, "upload")
 
 
-def _store_original(*, kb: KnowledgeBase, item: _CheckedUpload) -> str:
-    """Store the bytes under their content address; identical bytes are stored once."""
+def _store_original(*, kb: KnowledgeBase, item: _CheckedUpload) -> tuple[str, bool]:
+    """Store the bytes under their content address; identical bytes are stored once. Returns
+    (key, whether the file was already there)."""
     field = Document._meta.get_field("file")
     key = _storage_key(kb, item.sha256)
-    if not field.storage.exists(key):
-        item.upload.seek(0)
-        saved = field.storage.save(key, item.upload)
-        if saved != key:  # a storage that renames on collision: keep exactly one copy
-            field.storage.delete(saved)
-            raise Conflict(_("文件存储冲突，请重试。"), code="storage_conflict")
-    return key
+    if field.storage.exists(key):
+        return key, True
+    item.upload.seek(0)
+    saved = field.storage.save(key, item.upload)
+    if saved != key:  # a storage that renames on collision: keep exactly one copy
+        field.storage.delete(saved)
+        raise Conflict(_("文件存储冲突，请重试。"), code="storage_conflict")
+    return key, False
 
 
 def _delete_unreferenced_files(*, kb_id: int, keys: Sequence[str]) -> None:
@@ -420,6 +425,7 @@ def _register_uploads(
     kb: KnowledgeBase,
     checked: Sequence[_CheckedUpload],
     stored_keys: Sequence[str],
+    found_keys: set[str],
     actor: Actor,
     source_tag: str,
     external_ids: Sequence[str] | None,
@@ -427,10 +433,10 @@ def _register_uploads(
 ) -> list[UploadOutcome]:
     kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
     # Under the KB lock the purge of an earlier document with the same bytes cannot run
-    # (`cleanup`): if it deleted the shared file after `_store_original` found it, store again.
+    # (`cleanup`): if it deleted a shared file after `_store_original` found it, store again.
     storage = Document._meta.get_field("file").storage
     for item, key in zip(checked, stored_keys, strict=True):
-        if not storage.exists(key):
+        if key in found_keys and not storage.exists(key):
             _store_original(kb=kb, item=item)
     draft = _draft_for_writing(kb, actor)
     outcomes: list[UploadOutcome] = []
@@ -469,7 +475,7 @@ def _register_uploads(
         draft.documents.add(document)
         queued.append(document.pk)
         outcomes.append(UploadOutcome(document=document, duplicate=False))
-    _queue_ingestion(queued)
+    queue_documents(document_ids=queued)
     for outcome in outcomes:
         outcome.document.refresh_from_db()
     return outcomes
@@ -486,19 +492,21 @@ def _title_from_name(name: str) -> str:
 def schedule_reanalysis(*, kb: KnowledgeBase, actor: Actor) -> None:
     """Re-analyse the knowledge base's indexed chunks and FAQs with its current dictionary, in
     the background after commit (documents stay READY and searchable meanwhile)."""
+    if kb.text_analysis == LEGACY_ANALYSIS:
+        # Milvus analyses those collections itself: a dictionary cannot reach them.
+        raise InvalidTransition(
+            _("该知识库创建时使用旧的文本分析（Milvus jieba），领域词典对它不生效；请新建知识库并重新导入文档。"),
+            code="legacy_text_analysis",
+        )
     kb_id = kb.pk
 
     transaction.on_commit(lambda: reanalyse_task.enqueue(kb_id=kb_id))
 
 
-def _queue_ingestion(document_ids: Sequence[int], *, fresh_attempts: bool = False) -> None:
-    queue_documents(document_ids=document_ids, fresh_attempts=fresh_attempts)
-
-
 @transaction.atomic
 def requeue_documents(*, document_ids: Sequence[int]) -> None:
     """Put documents back in the queue (crash recovery, re-index after a settings change)."""
-    _queue_ingestion(list(document_ids))
+    queue_documents(document_ids=document_ids)
 
 
 @transaction.atomic
@@ -509,15 +517,7 @@ def retry_document(*, document: Document, actor: Actor) -> Document:
             _("只有失败的文档可以重试，当前状态为「%(s)s」。") % {"s": document.get_status_display()},
             code="document_not_failed",
         )
-    # A failed run may have written vectors before it failed; the new run starts from none
-    # (registered before the enqueue, so it runs first after commit).
-    kb = document.knowledge_base
-    document_id = document.pk
-    transaction.on_commit(lambda: delete_document_vectors(
-        kb_id=kb.pk, document_id=document_id, embedding_model=kb.embedding_model,
-        dimension=kb.embedding_dimension, analysis=kb.text_analysis,
-    ))
-    _queue_ingestion([document.pk], fresh_attempts=True)
+    queue_documents(document_ids=[document.pk], fresh_attempts=True)
     document.refresh_from_db()
     return document
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 
@@ -46,8 +47,12 @@ def test_a_purge_keeps_the_file_when_the_same_bytes_were_uploaded_again_meanwhil
 
 @pytest.mark.django_db
 def test_an_upload_stores_its_bytes_again_when_a_purge_removed_them_before_it_registered(media_root, monkeypatch):
-    # given: the shared file disappears between storing and registering (a purge in between)
+    # given: the bytes are already stored (an earlier document's), and the shared file
+    # disappears between finding it and registering (a purge in between)
     kb = make_kb()
+    Document._meta.get_field("file").storage.save(
+        services._storage_key(kb, hashlib.sha256(BYTES).hexdigest()), SimpleUploadedFile("x", BYTES)
+    )
     storage = Document._meta.get_field("file").storage
     real_register = services._register_uploads
 

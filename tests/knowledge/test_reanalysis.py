@@ -85,3 +85,18 @@ def _embedding(kb, text: str):
     from engines.providers import get_embedder
 
     return get_embedder(kb.embedding_model, kb.embedding_dimension).embed_documents([text])[0]
+
+
+def test_a_knowledge_base_on_the_old_analysis_says_the_dictionary_cannot_apply(db):
+    # given: a KB created before terms-v1 (Milvus analyses its text itself)
+    from ragsite.errors import InvalidTransition
+    from tests.conftest import make_kb
+
+    kb = make_kb()
+    kb.__class__.objects.filter(pk=kb.pk).update(text_analysis="jieba")
+    kb.refresh_from_db()
+
+    # when / then: a clear refusal instead of a re-analysis that changes nothing
+    with pytest.raises(InvalidTransition) as refused:
+        services.schedule_reanalysis(kb=kb, actor=None)
+    assert refused.value.code == "legacy_text_analysis"
