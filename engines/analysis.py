@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from functools import lru_cache
 
 from engines.lexical import CJK_CHARS, segmenter
@@ -154,6 +154,3 @@ def _compact(term: str) -> str:
     # A dictionary term is one Milvus term: its inner spaces must not split it.
     return re.sub(r"\s+", "_", term)
 
-
-def analyse_many(texts: Sequence[str], *, dictionary: Dictionary = EMPTY_DICTIONARY) -> list[str]:
-    return [analysed_text(t, dictionary=dictionary) for t in texts]

@@ -189,7 +189,11 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
     @admin.action(description=gettext_lazy("按词典重建索引"))
     def reanalyse_with_dictionary(self, request, queryset):
         for kb in queryset:
-            services.schedule_reanalysis(kb=kb, actor=request.user)
+            try:
+                services.schedule_reanalysis(kb=kb, actor=request.user)
+            except DomainError as error:
+                _report(request, error)
+                continue
             messages.success(
                 request, _("已开始按词典重建 %(kb)s 的关键词索引，文档在此期间仍可检索。") % {"kb": kb.name}
             )
@@ -230,19 +234,10 @@ def _confirm_switch(model_admin, request, queryset, *, action, title, describe, 
                     % {"kb": activation.knowledge_base.name, "n": activation.to_version.number, "epoch": activation.cache_epoch},
                 )
         return None
-    return TemplateResponse(
-        request,
-        "admin/knowledge/confirm_switch.html",
-        {
-            **model_admin.admin_site.each_context(request),
-            "title": title,
-            "form": form,
-            "items": [describe(obj) for obj in queryset],
-            "queryset": queryset,
-            "action": action,
-            "action_checkbox_name": ACTION_CHECKBOX_NAME,
-            "opts": model_admin.model._meta,
-        },
+    return _confirmation_page(
+        model_admin, request, queryset, action=action, title=title, form=form, submit_label=_("确认"),
+        intro=_("请确认以下版本切换。切换在一个事务中完成：更新生效指针、写入切换记录并推进缓存世代；失败时保持原版本不变。"),
+        items=[describe(obj) for obj in queryset],
     )
 
 
@@ -252,20 +247,20 @@ def _confirm_destructive(model_admin, request, queryset, *, action, title, intro
         for obj in queryset:
             perform(obj)
         return None
-    return TemplateResponse(
-        request,
-        "admin/knowledge/confirm_destructive.html",
-        {
-            **model_admin.admin_site.each_context(request),
-            "title": title,
-            "intro": intro,
-            "items": [describe(obj) for obj in queryset],
-            "queryset": queryset,
-            "action": action,
-            "action_checkbox_name": ACTION_CHECKBOX_NAME,
-            "opts": model_admin.model._meta,
-        },
+    return _confirmation_page(
+        model_admin, request, queryset, action=action, title=title, intro=intro, submit_label=_("确认删除"),
+        items=[describe(obj) for obj in queryset],
     )
+
+
+def _confirmation_page(model_admin, request, queryset, *, action, title, intro, items, submit_label, form=None):
+    """One page for every action that asks first: what will happen, then confirm or cancel."""
+    return TemplateResponse(request, "admin/knowledge/confirm_action.html", {
+        **model_admin.admin_site.each_context(request),
+        "title": title, "intro": intro, "items": items, "form": form, "submit_label": submit_label,
+        "queryset": queryset, "action": action, "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        "opts": model_admin.model._meta,
+    })
 
 
 # --- versions ----------------------------------------------------------------------------------

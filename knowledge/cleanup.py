@@ -33,12 +33,17 @@ def delete_asset_files_after_commit(keys: list[str]) -> None:
         still_used = set(DocumentAsset.objects.filter(file__in=keys).values_list("file", flat=True))
         storage = DocumentAsset._meta.get_field("file").storage
         for key in set(keys) - still_used:
-            try:
-                storage.delete(key)
-            except OSError as exc:
-                logger.warning("could not delete asset file %s: %s", key, exc)
+            _delete_file(storage, key)
 
     transaction.on_commit(delete_unreferenced)
+
+
+def _delete_file(storage, key: str) -> None:
+    # After commit no row points at the file any more: a failure leaves an unreachable file.
+    try:
+        storage.delete(key)
+    except OSError as exc:
+        logger.warning("could not delete stored file %s: %s", key, exc)
 
 
 def delete_previews_after_commit(*, kb_id: int, document_id: int) -> None:
@@ -58,7 +63,7 @@ def schedule_purge(document: Document) -> None:
     delete_asset_files_after_commit(asset_keys)
 
     def purge_outside_transaction() -> None:
-        _delete_original_if_unreferenced(storage, kb_id=kb_id, key=original, document_id=document_id)
+        _delete_original_if_unreferenced(storage, kb_id=kb_id, key=original)
         # Previews are per document (their folder is named by its id): nothing else shares them.
         delete_document_previews(kb_id=kb_id, document_id=document_id)
         delete_document_vectors(
@@ -69,17 +74,14 @@ def schedule_purge(document: Document) -> None:
     transaction.on_commit(purge_outside_transaction)
 
 
-def _delete_original_if_unreferenced(storage, *, kb_id: int, key: str, document_id: int) -> None:
+def _delete_original_if_unreferenced(storage, *, kb_id: int, key: str) -> None:
     """The same bytes uploaded again to the knowledge base get the same key: delete the file
     only if no row points at it, under the KB lock uploads register under."""
     with transaction.atomic():
         KnowledgeBase.objects.select_for_update().filter(pk=kb_id).first()
         if Document.objects.filter(knowledge_base_id=kb_id, file=key).exists():
             return
-        try:
-            storage.delete(key)
-        except OSError as exc:
-            logger.warning("could not delete %s of document %s: %s", key, document_id, exc)
+        _delete_file(storage, key)
 
 
 def delete_document_vectors(
@@ -106,16 +108,10 @@ def schedule_knowledge_base_purge(kb) -> None:
 
     def purge() -> None:
         for document_id, key in originals:
-            try:
-                storage.delete(key)
-            except OSError as exc:
-                logger.warning("could not delete %s of knowledge base %s: %s", key, kb_id, exc)
+            _delete_file(storage, key)
             delete_document_previews(kb_id=kb_id, document_id=document_id)
         for key in set(assets):
-            try:
-                asset_storage.delete(key)
-            except OSError as exc:
-                logger.warning("could not delete asset %s of knowledge base %s: %s", key, kb_id, exc)
+            _delete_file(asset_storage, key)
         model, dimension, analysis = space
         try:
             get_vector_store(embedding_model=model, dimension=dimension, analysis=analysis).delete_knowledge_base(

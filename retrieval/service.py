@@ -240,7 +240,7 @@ class RetrievalService:
         return request.fusion or getattr(settings, "RAG_FUSION", "convex")
 
     def _dense_weight(self) -> float:
-        if getattr(self.embedder, "semantic", True):
+        if self.embedder.semantic:
             return float(getattr(settings, "RAG_FUSION_DENSE_WEIGHT", DEFAULT_DENSE_WEIGHT))
         return float(getattr(settings, "RAG_FUSION_LEXICAL_DENSE_WEIGHT", 0.0))
 
@@ -429,7 +429,7 @@ class RetrievalService:
         assets = self.repository.load_assets(asset_ids)
         run.timed("assets", started)
 
-        calibration = getattr(self.embedder, "similarity_range", None)
+        calibration = self.embedder.similarity_range
         results = []
         for (hit, fusion_score, rerank_score), row in zip(ranked, hits):
             expansion = expansions.get(row.id)

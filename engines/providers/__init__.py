@@ -227,7 +227,6 @@ def get_captioner() -> Captioner:
     return _remote("captioner", provider, _model_setting("RAG_VISION_MODEL", provider), remote)
 
 
-LOCAL_EMBEDDING_MODELS = (E5_EMBEDDING_MODEL, LOCAL_EMBEDDING_MODEL)
 _LOCAL_DIMENSIONS = {E5_EMBEDDING_MODEL: 384, LOCAL_EMBEDDING_MODEL: 512}
 
 
@@ -247,7 +246,6 @@ def embedding_space(model: str | None = None, dimension: int | None = None) -> t
     return model, int(dimension)
 
 __all__ = [
-    "LOCAL_EMBEDDING_MODELS",
     "PROVIDERS",
     "clear_provider_cache",
     "embedding_space",
