@@ -10,6 +10,8 @@ from chat import page as chat_page
 from knowledge import views as knowledge_views
 from retrieval import views as retrieval_views
 
+from . import admin as site_admin  # noqa: F401  (re-registers users and groups: readable permission pickers)
+
 urlpatterns = [
     path("", chat_page.chat_page, name="home"),
     # Browsers ask for /favicon.ico on every page, the admin included.

@@ -39,7 +39,7 @@ INSTALLED_APPS = [
     "channels",
     "django_eventstream",
     "django_tasks",
-    "django_tasks_db",
+    "ragsite.apps.TaskResultsConfig",  # django_tasks_db, with a Chinese admin section name
     "engines",
     "knowledge",
     "retrieval",
@@ -290,6 +290,13 @@ RAG_INGESTION_MAX_ATTEMPTS = env.int("RAG_INGESTION_MAX_ATTEMPTS", default=3)
 # A transient failure (model or Milvus down, timeout, rate limit) is retried after this × 2^(n−1).
 RAG_INGESTION_RETRY_BASE_SECONDS = env.float("RAG_INGESTION_RETRY_BASE_SECONDS", default=10.0)
 RAG_INGESTION_STALE_SECONDS = env.int("RAG_INGESTION_STALE_SECONDS", default=900)
+# Documents per ingestion task, and the most bytes of files one task takes (a larger file gets a
+# task of its own): a batch shares its embedding calls, row transaction and vector upsert.
+RAG_INGESTION_BATCH_DOCUMENTS = env.int("RAG_INGESTION_BATCH_DOCUMENTS", default=32)
+RAG_INGESTION_BATCH_BYTES = env.int("RAG_INGESTION_BATCH_BYTES", default=2 * 1024 * 1024)
+# Processes `manage.py ingest --wait` works the queue with (itself included); 0: one per core, at
+# most 4, and 1 with an embedded Milvus Lite file or a local neural embedder (it uses every core).
+RAG_INGEST_WORKERS = env.int("RAG_INGEST_WORKERS", default=0)
 
 # L1 cache of cache epochs (seconds): short so a missed clear after commit heals quickly.
 RAG_EPOCH_L1_TTL_SECONDS = env.float("RAG_EPOCH_L1_TTL_SECONDS", default=5.0)
