@@ -14,13 +14,16 @@ readiness, publish), with the hashing embedder, against a raw pymilvus insert of
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 from .common import PeakRss, ROOT, print_table, setup_django, write_results
 
 CMRC_CHUNKS = ROOT.parent / "shared" / "eval" / "cmrc2018_dev_chunks"
+STAGES = ["upload", "parse", "chunk", "assets", "embed", "store", "upsert"]
 
 
 def run_pipeline(kb, files: list[tuple[str, bytes]], *, titles=None, external_ids=None) -> dict:
@@ -67,9 +70,10 @@ def run_pipeline(kb, files: list[tuple[str, bytes]], *, titles=None, external_id
     }
 
 
-def cli_path(limit: int) -> dict:
-    """`manage.py ingest` on `limit` one-passage files, as a user runs it."""
-    import resource
+def cli_path(limit: int, *, embedding_model: str = "local-hash-lexical-v1", slug: str = "bench-cli",
+             repeat: int = 1) -> dict:
+    """`manage.py ingest` on `limit` one-passage files, as a user runs it (`repeat` > 1 writes
+    each passage that many times with a distinct first line, for a large import)."""
     import subprocess
     import sys
     import tempfile
@@ -79,29 +83,119 @@ def cli_path(limit: int) -> dict:
     from knowledge.models import Chunk, Document, KnowledgeBase
 
     folder = Path(tempfile.mkdtemp(prefix="bench-cli-"))
-    for n, entry in enumerate(load_dataset(CMRC_CHUNKS).corpus[:limit]):
-        (folder / f"{n:05d}.txt").write_text(corpus_document_text(entry.title, entry.text), encoding="utf-8")
+    corpus = load_dataset(CMRC_CHUNKS).corpus
+    written = 0
+    for copy in range(repeat):
+        for entry in corpus:
+            if written >= limit:
+                break
+            text = corpus_document_text(entry.title, entry.text)
+            if repeat > 1:
+                text = f"第 {copy + 1} 份 · {entry.title}\n{text}"
+            (folder / f"{written:06d}.txt").write_text(text, encoding="utf-8")
+            written += 1
     started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "manage.py", "ingest", str(folder), "--kb", "bench-cli", "--create", "--activate",
-         "--embedding-model", "local-hash-lexical-v1"],
-        cwd=ROOT, capture_output=True, text=True,
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "ingest", str(folder), "--kb", slug, "--create", "--activate",
+         "--embedding-model", embedding_model],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
+    memory = TreeRss(process.pid)
+    with memory.sampling():
+        _out, stderr = process.communicate()
     seconds = time.perf_counter() - started
-    if result.returncode != 0:
-        raise SystemExit(f"manage.py ingest failed:\n{result.stderr[-3000:]}")
-    kb = KnowledgeBase.objects.get(slug="bench-cli")
+    if process.returncode != 0:
+        raise SystemExit(f"manage.py ingest failed:\n{stderr[-3000:]}")
+    kb = KnowledgeBase.objects.get(slug=slug)
     ids = list(Document.objects.filter(knowledge_base=kb).values_list("pk", flat=True))
     chunks = Chunk.objects.filter(knowledge_base=kb).count()
-    baseline = raw_baseline(kb, ids)
+    stage_seconds: dict[str, float] = defaultdict(float)
+    for metadata in Document.objects.filter(knowledge_base=kb).values_list("metadata", flat=True).iterator():
+        for stage, value in (metadata.get("stage_seconds") or {}).items():
+            stage_seconds[stage] += value
     throughput = chunks / seconds if seconds else 0.0
-    return {
+    result = {
+        "embedding_model": embedding_model,
         "documents": len(ids), "chunks": chunks, "seconds": round(seconds, 2),
         "chunks_per_second": round(throughput, 1),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
-        "raw_baseline": baseline,
-        "cli_vs_raw_throughput": round(throughput / baseline["chunks_per_second"], 3) if baseline["chunks_per_second"] else None,
+        "stage_seconds": {k: round(v, 2) for k, v in sorted(stage_seconds.items())},
+        "peak_rss_mb": memory.peak_mb,
+        "rss_mb_by_tenth": memory.by_tenth(),
     }
+    if repeat == 1:
+        baseline = raw_baseline(kb, ids)
+        result["raw_baseline"] = baseline
+        result["cli_vs_raw_throughput"] = (
+            round(throughput / baseline["chunks_per_second"], 3) if baseline["chunks_per_second"] else None
+        )
+        encode = baseline["chunks"] / baseline["embed_seconds"] if baseline["embed_seconds"] else 0.0
+        result["bare_encode_chunks_per_second"] = round(encode, 1)
+        result["cli_vs_bare_encode"] = round(throughput / encode, 3) if encode else None
+    return result
+
+
+class TreeRss:
+    """Resident memory of a process and its children (the ingest command and its helper
+    workers), sampled every half second from /proc."""
+
+    def __init__(self, pid: int, interval: float = 0.5) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+
+    @property
+    def peak_mb(self) -> float:
+        return round(max(self.samples, default=0.0), 1)
+
+    def by_tenth(self) -> list[float]:
+        """The largest sample in each tenth of the run: flat when memory does not grow."""
+        if not self.samples:
+            return []
+        size = max(len(self.samples) // 10, 1)
+        return [round(max(self.samples[i : i + size]), 1) for i in range(0, len(self.samples), size)][:10]
+
+    @contextmanager
+    def sampling(self):
+        thread = threading.Thread(target=self._run, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            total = sum(_rss_kb(pid) for pid in self._tree())
+            if total:
+                self.samples.append(total / 1024)
+
+    def _tree(self) -> list[int]:
+        parents: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                parents[int(entry.name)] = int(fields[1])
+        tree, frontier = [self.pid], [self.pid]
+        while frontier:
+            children = [pid for pid, parent in parents.items() if parent in frontier]
+            tree.extend(children)
+            frontier = children
+        return tree
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def raw_baseline(kb, document_ids_filter) -> dict:
@@ -120,7 +214,7 @@ def raw_baseline(kb, document_ids_filter) -> dict:
         vectors += embedder.embed_documents(texts[start : start + 64])
     embed_seconds = time.perf_counter() - started
 
-    client = MilvusClient(uri=settings.MILVUS_URI)
+    client = MilvusClient(uri=settings.MILVUS_URI, dedicated=True)  # not the idle shared channel
     name = f"bench_raw_{int(time.time())}"
     schema = client.create_schema(auto_id=False)
     schema.add_field("id", DataType.INT64, is_primary=True)
@@ -165,6 +259,12 @@ def main() -> None:
     parser.add_argument("--cmrc-dir", type=Path, default=CMRC_CHUNKS, help="folder with the corpus.jsonl to load")
     parser.add_argument("--cli-files", type=int, default=1500,
                         help="one-passage files for the manage.py ingest path (0: skip)")
+    parser.add_argument("--cli-neural-files", type=int, default=300,
+                        help="one-passage files for the manage.py ingest path with local-e5-small-v1 (0: skip)")
+    parser.add_argument("--large-chunks", type=int, default=0,
+                        help="also import this many one-passage files (e.g. 100000) with the hashing "
+                        "embedder and report time and memory over the run")
+    parser.add_argument("--skip-in-process", action="store_true", help="only the manage.py ingest paths")
     parser.add_argument("--embedding-model", default=None,
                         help="embedder of the knowledge bases (default RAG_EMBEDDING_MODEL: local-e5-small-v1)")
     args = parser.parse_args()
@@ -176,7 +276,7 @@ def main() -> None:
         from knowledge.models import Document
 
         results = {}
-        for name, loader in (
+        for name, loader in () if args.skip_in_process else (
             ("demo", lambda: (demo_files(Path(tempfile.mkdtemp())), None, None)),
             ("cmrc2018_dev_chunks", lambda: cmrc_files(args.cmrc_limit, args.cmrc_dir)),
         ):
@@ -193,7 +293,7 @@ def main() -> None:
             )
             results[name] = pipeline
 
-        stages = ["upload", "parse", "chunk", "assets", "embed", "store", "upsert"]
+        stages = STAGES
         rows = []
         for name, r in results.items():
             rows.append([name, r["documents"], r["chunks"], r["seconds"], r["chunks_per_second"],
@@ -201,14 +301,30 @@ def main() -> None:
                          r["raw_baseline"]["chunks_per_second"], r["pipeline_vs_raw_throughput"]])
         print_table(["corpus", "docs", "chunks", "s", "chunks/s", *[f"{s} s" for s in stages], "+RSS MB",
                      "raw chunks/s", "pipeline/raw"], rows)
-        cli = cli_path(args.cli_files) if args.cli_files else None
+        cli = []
+        if args.cli_files:
+            cli.append(("manage.py ingest (hashing)", cli_path(args.cli_files)))
+        if args.cli_neural_files:
+            cli.append(("manage.py ingest (e5)", cli_path(
+                args.cli_neural_files, embedding_model="local-e5-small-v1", slug="bench-cli-e5")))
         if cli:
             print()
-            print_table(["path", "docs", "chunks", "s", "chunks/s", "peak RSS MB", "raw chunks/s", "cli/raw"], [[
-                "manage.py ingest (hashing)", cli["documents"], cli["chunks"], cli["seconds"], cli["chunks_per_second"],
-                cli["peak_rss_mb"], cli["raw_baseline"]["chunks_per_second"], cli["cli_vs_raw_throughput"],
+            print_table(["path", "docs", "chunks", "s", "chunks/s", "peak RSS MB", "raw chunks/s", "cli/raw",
+                         "bare encode/s", "cli/encode"], [[
+                name, r["documents"], r["chunks"], r["seconds"], r["chunks_per_second"], r["peak_rss_mb"],
+                r["raw_baseline"]["chunks_per_second"], r["cli_vs_raw_throughput"],
+                r["bare_encode_chunks_per_second"], r["cli_vs_bare_encode"],
+            ] for name, r in cli])
+            print_table(["path", *STAGES], [[name, *(r["stage_seconds"].get(s, 0.0) for s in STAGES)] for name, r in cli])
+        large = None
+        if args.large_chunks:
+            large = cli_path(args.large_chunks, slug="bench-large", repeat=-(-args.large_chunks // 2808))
+            print()
+            print_table(["large import", "docs", "chunks", "s", "chunks/s", "peak RSS MB", "RSS MB by tenth of the run"], [[
+                "manage.py ingest (hashing)", large["documents"], large["chunks"], large["seconds"],
+                large["chunks_per_second"], large["peak_rss_mb"], " ".join(map(str, large["rss_mb_by_tenth"])),
             ]])
-        path = write_results("ingest", {"provider": "local", "corpora": results, "cli": cli})
+        path = write_results("ingest", {"provider": "local", "corpora": results, "cli": dict(cli), "large": large})
         print(f"\nwrote {path}")
     finally:
         stop()

@@ -952,6 +952,11 @@ def _short(exc: BaseException) -> str:
     return message[:300]
 
 
+def is_embedded(uri: str) -> bool:
+    """A Milvus Lite file: opened by one process at a time."""
+    return uri.endswith(".db")
+
+
 def _is_local_target(uri: str) -> bool:
     if uri.endswith(".db") or uri.startswith("unix:"):
         return True

@@ -74,6 +74,9 @@ class Embedder(Protocol):
     # (low, high): cosines mapped to a relevance of 0 and 1 (`retrieval.relevance`); None when
     # the model is not calibrated.
     similarity_range: tuple[float, float] | None
+    # True when one call already spreads over every core of this machine (a local neural
+    # model): more ingestion processes would only fight over the cores.
+    uses_all_cores: bool
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector per text, in order."""

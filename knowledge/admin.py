@@ -8,6 +8,7 @@ from django.db.models import Count, Exists, OuterRef
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.timezone import localtime
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
@@ -30,7 +31,7 @@ from .models import (
     VersionStatus,
 )
 from .locators import locator_label
-from .selectors import ingestion_queue, retained_versions_holding
+from .selectors import document_timeline, ingestion_queue, retained_versions_holding
 
 # 生效中 (active) and 就绪 (ready) must not look alike: one answers questions, the other could.
 STATUS_COLOURS = {
@@ -393,16 +394,27 @@ class DocumentAssetInline(admin.TabularInline):
         return format_html('<img src="{}" style="max-width:220px;max-height:160px">', reverse("admin:knowledge_documentasset_image", args=[asset.pk]))
 
 
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min"
+
+
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
     change_list_template = "admin/knowledge/document/change_list.html"
+    change_form_template = "admin/knowledge/document/change_form.html"
     list_display = ["title", "knowledge_base", "file_type", "status_label", "membership", "chunk_count", "size_kb", "attempts", "error_short", "created_at"]
     list_filter = ["status", "knowledge_base", "file_type", "source_tag"]
     search_fields = ["title", "original_name", "sha256", "external_id"]
     readonly_fields = [
         "knowledge_base", "title", "original_name", "file_type", "mime_type", "sha256", "size",
         "source_tag", "external_id", "status", "status_changed_at", "error_code", "error_message", "attempts",
-        "worker", "heartbeat_at", "lease_expires_at", "page_count", "chunk_count", "versions_list", "chunks_link", "metadata", "created_by", "created_at", "updated_at",
+        "timeline", "worker", "heartbeat_at", "lease_expires_at", "page_count", "chunk_count", "versions_list", "chunks_link", "metadata", "created_by", "created_at", "updated_at",
     ]
     fields = readonly_fields
     inlines = [DocumentAssetInline]
@@ -439,7 +451,20 @@ class DocumentAdmin(admin.ModelAdmin):
         return [
             path("upload/", self.admin_site.admin_view(self.upload_view), name="knowledge_document_upload"),
             path("queue/", self.admin_site.admin_view(self.queue_view), name="knowledge_document_queue"),
+            path("<int:document_id>/retry/", self.admin_site.admin_view(self.retry_view), name="knowledge_document_retry"),
         ] + super().get_urls()
+
+    def retry_view(self, request, document_id: int):
+        document = self.get_object(request, str(document_id))
+        if request.method != "POST" or document is None or not self.has_change_permission(request, document):
+            return HttpResponseRedirect(reverse("admin:knowledge_document_changelist"))
+        try:
+            services.retry_document(document=document, actor=request.user)
+        except DomainError as error:
+            _report(request, error)
+        else:
+            messages.success(request, _("%(t)s 已重新排队。") % {"t": document.title})
+        return HttpResponseRedirect(reverse("admin:knowledge_document_change", args=[document.pk]))
 
     def changelist_view(self, request, extra_context=None):
         kb_ids = request.GET.get("knowledge_base__id__exact")
@@ -461,6 +486,29 @@ class DocumentAdmin(admin.ModelAdmin):
         if not document.error_code:
             return format_html('<span data-doc-error="{}"></span>', document.pk)
         return format_html('<span data-doc-error="{}" title="{}">{}: {}</span>', document.pk, document.error_message, document.error_code, document.error_message[:60])
+
+    @admin.display(description=gettext_lazy("处理时间线"))
+    def timeline(self, document: Document):
+        steps = document_timeline(document=document, now=timezone.now())
+        if not steps:
+            return "—"
+        rows = format_html_join(
+            "", '<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            (
+                (
+                    status_badge(step.status, step.label),
+                    localtime(step.at).strftime("%Y-%m-%d %H:%M:%S"),
+                    _duration(step.seconds) + (_("（进行中）") if step.current and step.seconds is not None else ""),
+                    step.attempt or "—", step.worker or "—", step.error_code or "",
+                )
+                for step in steps
+            ),
+        )
+        return format_html(
+            '<table class="rag-timeline"><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th>'
+            "</tr></thead><tbody>{}</tbody></table>",
+            _("状态"), _("开始"), _("用时"), _("第几次"), _("处理进程"), _("错误码"), rows,
+        )
 
     @admin.display(description=gettext_lazy("所在版本"))
     def versions_list(self, document: Document) -> str:

@@ -26,16 +26,20 @@ def delete_asset_files_after_commit(keys: list[str]) -> None:
     logo) share one file: a file goes only when its last reference does, checked after commit.
     """
     keys = [key for key in keys if key]
+    if keys:
+        transaction.on_commit(lambda: delete_unreferenced_asset_files(keys))
+
+
+def delete_unreferenced_asset_files(keys: list[str]) -> None:
+    """Delete those of these asset images that no asset row points at (now, outside any
+    transaction: after a commit, or after a rollback left files that no row refers to)."""
+    keys = [key for key in keys if key]
     if not keys:
         return
-
-    def delete_unreferenced() -> None:
-        still_used = set(DocumentAsset.objects.filter(file__in=keys).values_list("file", flat=True))
-        storage = DocumentAsset._meta.get_field("file").storage
-        for key in set(keys) - still_used:
-            _delete_file(storage, key)
-
-    transaction.on_commit(delete_unreferenced)
+    still_used = set(DocumentAsset.objects.filter(file__in=keys).values_list("file", flat=True))
+    storage = DocumentAsset._meta.get_field("file").storage
+    for key in set(keys) - still_used:
+        _delete_file(storage, key)
 
 
 def _delete_file(storage, key: str) -> None:

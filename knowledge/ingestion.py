@@ -1,6 +1,8 @@
-"""The ingestion pipeline of one document: sniff → parse → chunk → assets → embed → index → READY.
+"""The ingestion pipeline: claim → parse → chunk → assets → embed → rows → index → READY.
 
-Runs in a background task (django-tasks). It is idempotent — a re-run replaces the document's
+Runs in a background task (django-tasks), on a batch of documents at a time: the per-document
+stages run per document, the stages that cost per call (embedding, rows, vector upsert, READY)
+once per batch. It is idempotent — a re-run replaces the document's
 chunks, assets and vectors — and crash-safe: database writes and the Milvus upsert happen before
 the document turns READY, and retrieval only ever serves READY documents, so a crash in between
 leaves a document that is re-queued at worker start, never a half-indexed one that answers.
@@ -39,12 +41,17 @@ from engines.providers.local import LocalCaptioner
 from engines.tokens import count_tokens
 
 from . import document_status, events
-from .document_status import Claim, LeaseLost
+from .document_status import Claim
 from .chunking import chunk_document
-from .cleanup import delete_asset_files_after_commit, delete_document_vectors, delete_previews_after_commit
+from .cleanup import (
+    delete_asset_files_after_commit,
+    delete_document_vectors,
+    delete_previews_after_commit,
+    delete_unreferenced_asset_files,
+)
 from .epochs import bump_for_published_documents
 from .vectors import store_for
-from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase
+from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, KnowledgeBaseVersion
 from .parsing import ParseLimits, parse_document
 from .readiness import refresh_version_readiness
 from .parsing.types import ParsedImage, ParseError, ParseResult
@@ -100,61 +107,304 @@ def parse_limits() -> ParseLimits:
 
 def ingest_document(*, document_id: int) -> IngestionReport:
     """Process one document end to end. Never raises for bad input: it ends FAILED instead."""
-    timer = StageTimer()
-    claim = document_status.claim(document_id=document_id)
-    if claim is None:
-        current = Document.objects.filter(pk=document_id).values_list("status", flat=True).first()
-        return IngestionReport(document_id=document_id, status=current or "deleted")
-    document = Document.objects.select_related("knowledge_base").filter(pk=document_id).first()
-    if document is None:  # deleted right after the claim
-        return IngestionReport(document_id=document_id, status="deleted")
-    _publish(document, DocumentStatus.PARSING)
+    return ingest_documents(document_ids=[document_id])[0]
+
+
+def ingest_documents(*, document_ids: Sequence[int]) -> list[IngestionReport]:
+    """Process a batch of documents end to end, one report per id in the given order.
+
+    The batch shares what costs per call, not per document — the claim, the heartbeat, the
+    embedding calls, one transaction for the chunk rows, one vector upsert, one READY
+    transaction, one progress event per stage and one readiness check — while each document
+    still ends on its own: a file that does not parse fails alone, and a shared stage that
+    breaks unexpectedly is re-run document by document so that one bad document cannot fail
+    its neighbours. Bad input never raises; a crash is recorded on its document and re-raised
+    once every document of the batch is settled, so the task result shows it too.
+    """
+    ids = list(dict.fromkeys(document_ids))
+    claims = document_status.claim_many(document_ids=ids)
+    documents = Document.objects.select_related("knowledge_base").in_bulk([c.document_id for c in claims])
+    jobs = [Job(document=documents[c.document_id], claim=c) for c in claims if c.document_id in documents]
+    for kb_jobs in _by_knowledge_base(jobs):
+        _process(kb_jobs)
+    # After the READY commit: the check must see what other workers committed meanwhile.
+    ready = [job.document.pk for job in jobs if job.outcome == DocumentStatus.READY]
+    if ready:
+        refresh_version_readiness(version_ids=list(
+            KnowledgeBaseVersion.objects.filter(documents__in=ready).values_list("pk", flat=True).distinct()
+        ))
+    crash = next((job.crash for job in jobs if job.crash is not None), None)
+    if crash is not None:
+        raise crash
+    return _reports(ids, {job.document.pk: job for job in jobs})
+
+
+@dataclass(eq=False)
+class Job:
+    """One document's run inside a batch: what each stage produced, and how it ended."""
+
+    document: Document
+    claim: Claim
+    timer: StageTimer = field(default_factory=StageTimer)
+    parsed: ParseResult | None = None
+    drafts: list = field(default_factory=list)
+    captions: dict[str, str] = field(default_factory=dict)
+    contents: list[str] = field(default_factory=list)
+    vectors: list = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
+    had_rows: bool = False
+    outcome: str = ""  # READY, FAILED, retry_scheduled, deleted, lease_lost; "" while running
+    error: IngestionFailed | None = None
+    crash: BaseException | None = None
+    retry_in: float = 0.0
+
+    @property
+    def running(self) -> bool:
+        return not self.outcome and self.error is None and self.crash is None
+
+
+def _by_knowledge_base(jobs: list[Job]) -> list[list[Job]]:
+    groups: dict[int, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.document.knowledge_base_id, []).append(job)
+    return list(groups.values())
+
+
+def _process(jobs: list[Job]) -> None:
+    kb = jobs[0].document.knowledge_base
+    _publish_many([job.document for job in jobs], DocumentStatus.PARSING)
+    with Heartbeat([job.claim for job in jobs]) as beat:
+        try:
+            embedder = _embedder_for(kb)
+        except IngestionFailed as exc:
+            for job in jobs:
+                job.error = exc
+        else:
+            for job in jobs:
+                _guarded(job, _parse_and_chunk)
+            _to_indexing([job for job in jobs if job.running])
+            for job in jobs:
+                if job.running:
+                    _guarded(job, _describe_images)
+            _store_isolated(kb, embedder, [job for job in jobs if job.running], beat)
+    for job in jobs:
+        _settle(job)
+
+
+def _guarded(job: Job, stage) -> None:
+    """One document's own stage: its failure is its alone."""
     try:
-        with Heartbeat(claim) as beat:
-            chunk_count = _run(document, claim, beat, timer)
+        stage(job)
     except IngestionFailed as exc:
-        if exc.transient and claim.attempt < document_status.max_attempts():
-            delay = _retry_later(document, claim, exc)
-            return IngestionReport(
-                document_id=document_id, status="retry_scheduled", error_code=exc.code,
-                error_message=exc.message, seconds={**timer.seconds, "retry_in": delay},
-            )
-        _fail(document, claim, exc.code, exc.message)
-        return IngestionReport(
-            document_id=document_id, status=DocumentStatus.FAILED, error_code=exc.code,
-            error_message=exc.message, seconds=timer.seconds,
+        job.error = exc
+    except Exception as exc:
+        logger.exception("ingestion of document %s crashed", job.document.pk)
+        job.crash = exc
+
+
+def _parse_and_chunk(job: Job) -> None:
+    document, kb = job.document, job.document.knowledge_base
+    started = time.perf_counter()
+    data = _read_original(document)
+    try:
+        job.parsed = parse_document(
+            data,
+            file_type=document.file_type,
+            filename=document.original_name,
+            limits=parse_limits(),
+            text_encoding=document.metadata.get("text_encoding"),
         )
-    except Document.DoesNotExist:
-        # Deleted while we worked: the purge removes what we wrote.
-        _remove_vectors(document)
-        return IngestionReport(document_id=document_id, status="deleted", seconds=timer.seconds)
-    except LeaseLost:
-        # Another run owns the document now (our lease expired): it decides, we write nothing.
-        logger.warning("ingestion of document %s stopped: its lease was taken over", document_id)
-        return IngestionReport(document_id=document_id, status="lease_lost", seconds=timer.seconds)
-    except Exception:
-        # Recorded on the document for staff and re-raised so the task result shows it too.
-        logger.exception("ingestion of document %s crashed", document_id)
-        _fail(document, claim, "internal_error", _("处理文档时发生内部错误，请重试或联系管理员。"))
-        raise
-    # After the READY commit and outside the handlers above: the document is indexed whatever
-    # the draft's state, and the check must see what other workers committed meanwhile.
-    refresh_version_readiness(version_ids=list(document.versions.values_list("pk", flat=True)))
-    return IngestionReport(
-        document_id=document_id, status=DocumentStatus.READY, chunk_count=chunk_count,
-        seconds=timer.seconds,
+    except ParseError as exc:
+        raise IngestionFailed(exc.code, exc.message) from exc
+    job.timer.add("parse", started)
+
+    started = time.perf_counter()
+    job.drafts = chunk_document(
+        job.parsed,
+        document_key=document.sha256,
+        chunk_tokens=kb.chunk_size_tokens,
+        overlap_tokens=kb.chunk_overlap_tokens,
     )
+    if not job.drafts:
+        raise IngestionFailed("no_text", _("文档中没有可提取的文字内容（扫描件识别也未得到文字）。"))
+    job.timer.add("chunk", started)
+
+
+def _to_indexing(jobs: list[Job]) -> None:
+    if not jobs:
+        return
+    still = {claim.document_id for claim in document_status.advance_many([job.claim for job in jobs], DocumentStatus.INDEXING)}
+    for job in jobs:
+        if job.document.pk in still:
+            job.document.status = DocumentStatus.INDEXING
+        else:
+            _lost(job)
+    with transaction.atomic():
+        _publish_many([job.document for job in jobs if job.running], DocumentStatus.INDEXING)
+
+
+def _describe_images(job: Job) -> None:
+    started = time.perf_counter()
+    job.captions = _caption_images(job.parsed, job.drafts)
+    job.contents = [
+        _image_chunk_content(draft, job.captions) if draft.content_type == "image" else draft.content
+        for draft in job.drafts
+    ]
+    job.timer.add("assets", started)
+
+
+def _store_isolated(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> None:
+    """The shared stages for a batch; an unexpected failure re-runs them per document."""
+    if not jobs:
+        return
+    try:
+        _store(kb, embedder, jobs, beat)
+    except IngestionFailed as exc:
+        # A service failed (model, vector store): the same for every document of the batch.
+        for job in jobs:
+            if job.running:
+                job.error = exc
+    except Exception as exc:
+        if len(jobs) == 1:
+            logger.exception("ingestion of document %s crashed", jobs[0].document.pk)
+            jobs[0].crash = exc
+            return
+        logger.warning("a batch of %d documents failed (%s); retrying them one by one", len(jobs), exc)
+        for job in jobs:
+            if job.running:
+                _store_isolated(kb, embedder, [job], beat)
+
+
+def _store(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> None:
+    """embed → chunk rows → vectors → READY, each once for the whole batch."""
+    share = 1 / len(jobs)
+
+    started = time.perf_counter()
+    vectors = _embed(embedder, [content for job in jobs for content in job.contents], kb)
+    offset = 0
+    for job in jobs:
+        job.vectors = vectors[offset : offset + len(job.contents)]
+        offset += len(job.contents)
+    _add_shared(jobs, "embed", started, share)
+
+    started = time.perf_counter()
+    _replace_rows(jobs)
+    _add_shared(jobs, "store", started, share)
+
+    started = time.perf_counter()
+    held = beat.held()
+    for job in _running(jobs):
+        if job.document.pk not in held:
+            _lost(job)
+    live = _running(jobs)
+    _index(kb, live)
+    _add_shared(live, "upsert", started, share)
+
+    _finish(live)
+
+
+def _running(jobs: list[Job]) -> list[Job]:
+    return [job for job in jobs if job.running]
+
+
+def _add_shared(jobs: list[Job], stage: str, started: float, share: float) -> None:
+    seconds = (time.perf_counter() - started) * share
+    for job in jobs:
+        job.timer.seconds[stage] = job.timer.seconds.get(stage, 0.0) + seconds
+
+
+def _finish(jobs: list[Job]) -> None:
+    if not jobs:
+        return
+    with transaction.atomic():
+        results = {}
+        for job in jobs:
+            document, parsed = job.document, job.parsed
+            title = document.title
+            if document.metadata.get("title_from_file_name") and parsed.title:
+                title = parsed.title[:300]
+            results[job.document.pk] = {
+                "title": title,
+                "chunk_count": len(job.chunks),
+                "page_count": parsed.page_count,
+                "metadata": {
+                    **document.metadata,
+                    "warnings": parsed.warnings[:20],
+                    "ocr_pages": parsed.ocr_pages,
+                    "batch_documents": len(jobs),
+                    "stage_seconds": {k: round(v, 3) for k, v in job.timer.seconds.items()},
+                },
+            }
+        done = {c.document_id for c in document_status.finish_many([(job.claim, results[job.document.pk]) for job in jobs])}
+        finished = [job for job in jobs if job.document.pk in done]
+        for job in finished:
+            job.document.status = DocumentStatus.READY
+            job.document.chunk_count = len(job.chunks)
+            job.document.title = results[job.document.pk]["title"]
+        bump_for_published_documents(document_ids=[job.document.pk for job in finished])
+        _publish_many([job.document for job in finished], DocumentStatus.READY)
+    for job in jobs:
+        if job.document.pk in done:
+            job.outcome = DocumentStatus.READY
+        else:
+            _lost(job)
+
+
+def _lost(job: Job) -> None:
+    """The claim is gone: deleted meanwhile (the purge removes rows; we remove our vectors) or
+    taken over after the lease expired (the run that owns it now decides; we write nothing)."""
+    if Document.objects.filter(pk=job.document.pk).exists():
+        logger.warning("ingestion of document %s stopped: its lease was taken over", job.document.pk)
+        job.outcome = "lease_lost"
+    else:
+        _remove_vectors(job.document)
+        job.outcome = "deleted"
+
+
+def _settle(job: Job) -> None:
+    """A document whose run went wrong ends now: retried later (transient), or FAILED."""
+    if job.crash is not None:
+        _fail(job.document, job.claim, "internal_error", _("处理文档时发生内部错误，请重试或联系管理员。"))
+        job.outcome = DocumentStatus.FAILED
+    elif job.error is not None:
+        exc = job.error
+        if exc.transient and job.claim.attempt < document_status.max_attempts():
+            job.retry_in = _retry_later(job.document, job.claim, exc)
+            job.outcome = "retry_scheduled"
+        else:
+            _fail(job.document, job.claim, exc.code, exc.message)
+            job.outcome = DocumentStatus.FAILED
+
+
+def _reports(ids: list[int], jobs: dict[int, Job]) -> list[IngestionReport]:
+    others = dict(Document.objects.filter(pk__in=[pk for pk in ids if pk not in jobs]).values_list("pk", "status"))
+    reports = []
+    for pk in ids:
+        job = jobs.get(pk)
+        if job is None:  # another run has it, or it is not queued any more
+            reports.append(IngestionReport(document_id=pk, status=others.get(pk, "deleted")))
+            continue
+        seconds = dict(job.timer.seconds)
+        if job.outcome == "retry_scheduled":
+            seconds["retry_in"] = job.retry_in
+        reports.append(IngestionReport(
+            document_id=pk, status=job.outcome, chunk_count=len(job.chunks) if job.outcome == DocumentStatus.READY else 0,
+            error_code=job.error.code if job.error else ("internal_error" if job.crash else ""),
+            error_message=job.error.message if job.error else "", seconds=seconds,
+        ))
+    return reports
 
 
 class Heartbeat:
-    """Extends the run's lease every third of it, on its own thread and connection, while the
-    run works; `lost` is set when the claim is gone (the lease had expired and was taken)."""
+    """Extends the lease of a run's documents every third of it, on its own thread and
+    connection, while the run works; `lost` is set when none of them is held any more."""
 
-    def __init__(self, claim: Claim) -> None:
-        self.claim = claim
+    def __init__(self, claims: Sequence[Claim]) -> None:
+        self.claims = list(claims)
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{claim.document_id}", daemon=True)
+        name = f"heartbeat-{self.claims[0].document_id}" if self.claims else "heartbeat"
+        self._thread = threading.Thread(target=self._beat, name=name, daemon=True)
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()
@@ -164,106 +414,26 @@ class Heartbeat:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def check(self) -> None:
-        if self.lost.is_set() or not document_status.held(self.claim).exists():
+    def held(self) -> set[int]:
+        """The documents still held now (a query, not the last beat's view)."""
+        held = document_status.held_ids(self.claims)
+        if not held:
             self.lost.set()
-            raise document_status.LeaseLost(f"document {self.claim.document_id}: lease lost")
+        return held
 
     def _beat(self) -> None:
         interval = max(document_status.lease_seconds() / 3, 0.2)
         try:
             while not self._stop.wait(interval):
                 try:
-                    if not document_status.heartbeat(self.claim):
+                    if not document_status.heartbeat_many(self.claims):
                         self.lost.set()
                         return
                 except DatabaseError as exc:
                     # The next beat may get through; the lease is long enough for a few misses.
-                    logger.warning("heartbeat of document %s failed: %s", self.claim.document_id, exc)
+                    logger.warning("heartbeat of documents %s failed: %s", [c.document_id for c in self.claims][:5], exc)
         finally:
             connection.close()
-
-
-def _run(document: Document, claim: Claim, beat: Heartbeat, timer: StageTimer) -> int:
-    kb = document.knowledge_base
-    embedder = _embedder_for(kb)
-
-    started = time.perf_counter()
-    data = _read_original(document)
-    try:
-        parsed = parse_document(
-            data,
-            file_type=document.file_type,
-            filename=document.original_name,
-            limits=parse_limits(),
-            text_encoding=document.metadata.get("text_encoding"),
-        )
-    except ParseError as exc:
-        raise IngestionFailed(exc.code, exc.message) from exc
-    timer.add("parse", started)
-
-    started = time.perf_counter()
-    drafts = chunk_document(
-        parsed,
-        document_key=document.sha256,
-        chunk_tokens=kb.chunk_size_tokens,
-        overlap_tokens=kb.chunk_overlap_tokens,
-    )
-    if not drafts:
-        raise IngestionFailed("no_text", _("文档中没有可提取的文字内容（扫描件识别也未得到文字）。"))
-    timer.add("chunk", started)
-
-    with transaction.atomic():
-        document_status.advance(claim, DocumentStatus.INDEXING)
-        document.status = DocumentStatus.INDEXING
-        _publish(document, DocumentStatus.INDEXING)
-
-    started = time.perf_counter()
-    captions = _caption_images(parsed, drafts)
-    contents = [
-        _image_chunk_content(draft, captions) if draft.content_type == "image" else draft.content
-        for draft in drafts
-    ]
-    timer.add("assets", started)
-
-    started = time.perf_counter()
-    vectors = _embed(embedder, contents, kb)
-    timer.add("embed", started)
-
-    started = time.perf_counter()
-    chunks, had_rows = _replace_rows(document, claim, parsed, drafts, contents, captions)
-    timer.add("store", started)
-
-    started = time.perf_counter()
-    # A first attempt that found no earlier rows cannot have left vectors behind (attempts is
-    # counted when the job is claimed), so the delete round-trip is skipped.
-    first_run = claim.attempt <= 1 and not had_rows
-    beat.check()
-    _index(kb, document, chunks, vectors, replace=not first_run)
-    timer.add("upsert", started)
-
-    title = document.title
-    if document.metadata.get("title_from_file_name") and parsed.title:
-        title = parsed.title[:300]
-    with transaction.atomic():
-        document_status.finish(
-            claim,
-            title=title,
-            chunk_count=len(chunks),
-            page_count=parsed.page_count,
-            metadata={
-                **document.metadata,
-                "warnings": parsed.warnings[:20],
-                "ocr_pages": parsed.ocr_pages,
-                "stage_seconds": {k: round(v, 3) for k, v in timer.seconds.items()},
-            },
-        )
-        document.status = DocumentStatus.READY
-        document.chunk_count = len(chunks)
-        document.title = title
-        bump_for_published_documents(document_ids=[document.pk])
-        _publish(document, DocumentStatus.READY)
-    return len(chunks)
 
 
 def _embedder_for(kb: KnowledgeBase):
@@ -366,43 +536,81 @@ def _embed(embedder, contents: list[str], kb: KnowledgeBase) -> list[list[float]
     return vectors
 
 
+@dataclass(frozen=True)
+class StoredImage:
+    image: ParsedImage
+    sha256: str
+    storage_key: str
+
+
+def _replace_rows(jobs: list[Job]) -> None:
+    """New chunk and asset rows in place of old ones, for the whole batch in one transaction.
+
+    Asset images are written before the transaction (a file cannot take part in it); if the
+    transaction fails, the images it would have referred to and nobody else does are removed.
+    """
+    stored, written = _store_asset_files(jobs)
+    try:
+        lost = _write_rows(jobs, stored)
+    except BaseException:
+        delete_unreferenced_asset_files(written)
+        raise
+    for job in lost:
+        _lost(job)
+
+
+def _store_asset_files(jobs: list[Job]) -> tuple[dict[int, list[StoredImage]], list[str]]:
+    field = DocumentAsset._meta.get_field("file")
+    stored: dict[int, list[StoredImage]] = {}
+    written: list[str] = []
+    for job in jobs:
+        wanted = {key for draft in job.drafts for key in draft.image_keys}
+        for image in (img for img in job.parsed.images if img.key in wanted):
+            sha = hashlib.sha256(image.jpeg).hexdigest()
+            key = field.generate_filename(DocumentAsset(document=job.document, sha256=sha), "asset.jpg")
+            if not field.storage.exists(key):
+                key = field.storage.save(key, ContentFile(image.jpeg))
+                written.append(key)
+            stored.setdefault(job.document.pk, []).append(StoredImage(image, sha, key))
+    return stored, written
+
+
 @transaction.atomic
-def _replace_rows(document, claim: Claim, parsed: ParseResult, drafts, contents, captions) -> tuple[list[Chunk], bool]:
-    """New chunk and asset rows in place of old ones; returns (chunks, whether old rows existed)."""
-    document_status.lock(claim)  # raises if deleted or taken over meanwhile
-    old_asset_keys = list(
-        DocumentAsset.objects.filter(document=document).values_list("file", flat=True)
-    )
-    had_rows = Chunk.objects.filter(document=document).delete()[0] > 0
-    DocumentAsset.objects.filter(document=document).delete()
+def _write_rows(jobs: list[Job], stored: dict[int, list[StoredImage]]) -> list[Job]:
+    """Returns the jobs whose claim was gone (deleted or taken over): nothing written for them."""
+    held = document_status.lock_many([job.claim for job in jobs])
+    lost = [job for job in jobs if job.document.pk not in held]
+    live = [job for job in jobs if job.document.pk in held]
+    ids = [job.document.pk for job in live]
+    with_rows = set(Chunk.objects.filter(document_id__in=ids).values_list("document_id", flat=True).distinct())
+    old_asset_keys = list(DocumentAsset.objects.filter(document_id__in=ids).values_list("file", flat=True))
+    if with_rows:
+        Chunk.objects.filter(document_id__in=with_rows).delete()
+    if old_asset_keys:
+        DocumentAsset.objects.filter(document_id__in=ids).delete()
 
-    wanted = {key for draft in drafts for key in draft.image_keys}
-    asset_ids: dict[str, int] = {}
     new_keys: set[str] = set()
-    for ordinal, image in enumerate(img for img in parsed.images if img.key in wanted):
-        sha = hashlib.sha256(image.jpeg).hexdigest()
-        asset = DocumentAsset(
-            document=document,
-            ordinal=ordinal,
-            page=image.page,
-            bbox=image.bbox.as_list() if image.bbox else [],
-            width=image.width,
-            height=image.height,
-            caption=captions.get(image.key, ""),
-            sha256=sha,
-        )
-        storage_key = asset.file.field.generate_filename(asset, "asset.jpg")
-        if not asset.file.storage.exists(storage_key):
-            asset.file.save("asset.jpg", ContentFile(image.jpeg), save=False)
-        else:
-            asset.file.name = storage_key
-        new_keys.add(asset.file.name)
-        asset.save()
-        asset_ids[image.key] = asset.pk
-
-
-    chunks = Chunk.objects.bulk_create(
-        [
+    chunks: list[Chunk] = []
+    for job in live:
+        document = job.document
+        asset_ids: dict[str, int] = {}
+        for ordinal, item in enumerate(stored.get(document.pk, [])):
+            image = item.image
+            asset = DocumentAsset(
+                document=document,
+                ordinal=ordinal,
+                page=image.page,
+                bbox=image.bbox.as_list() if image.bbox else [],
+                width=image.width,
+                height=image.height,
+                caption=job.captions.get(image.key, ""),
+                sha256=item.sha256,
+            )
+            asset.file.name = item.storage_key
+            asset.save()
+            new_keys.add(item.storage_key)
+            asset_ids[image.key] = asset.pk
+        chunks.extend(
             Chunk(
                 document=document,
                 knowledge_base_id=document.knowledge_base_id,
@@ -416,28 +624,39 @@ def _replace_rows(document, claim: Claim, parsed: ParseResult, drafts, contents,
                 token_count=draft.token_count if content == draft.content else count_tokens(content),
                 asset_ids=[asset_ids[key] for key in draft.image_keys if key in asset_ids],
             )
-            for draft, content in zip(drafts, contents, strict=True)
-        ]
-    )
+            for draft, content in zip(job.drafts, job.contents, strict=True)
+        )
+    created = Chunk.objects.bulk_create(chunks, batch_size=500)
+    offset = 0
+    for job in live:
+        job.chunks = created[offset : offset + len(job.drafts)]
+        offset += len(job.drafts)
+        job.had_rows = job.document.pk in with_rows
+        if job.had_rows:
+            delete_previews_after_commit(kb_id=job.document.knowledge_base_id, document_id=job.document.pk)
     delete_asset_files_after_commit([key for key in old_asset_keys if key not in new_keys])
-    if had_rows:
-        delete_previews_after_commit(kb_id=document.knowledge_base_id, document_id=document.pk)
-    return chunks, had_rows
+    return lost
 
 
-def _index(kb: KnowledgeBase, document: Document, chunks: list[Chunk], vectors, *, replace: bool) -> None:
+def _index(kb: KnowledgeBase, jobs: list[Job]) -> None:
+    if not jobs:
+        return
     try:
         store = store_for(kb)
-        if replace:
-            # Replace, not merge: a re-run may produce fewer chunks than the previous one.
-            store.delete_document(kb_id=kb.pk, document_id=document.pk)
+        for job in jobs:
+            # Replace, not merge: a re-run may produce fewer chunks than the previous one. A
+            # first attempt that found no earlier rows cannot have left vectors behind
+            # (attempts is counted when the job is claimed), so its delete round-trip is skipped.
+            if job.claim.attempt > 1 or job.had_rows:
+                store.delete_document(kb_id=kb.pk, document_id=job.document.pk)
         store.upsert_chunks(
             [
                 ChunkRecord(
-                    chunk_id=chunk.pk, kb_id=kb.pk, document_id=document.pk,
+                    chunk_id=chunk.pk, kb_id=kb.pk, document_id=job.document.pk,
                     content=chunk.content, content_type=chunk.content_type, vector=vector,
                 )
-                for chunk, vector in zip(chunks, vectors, strict=True)
+                for job in jobs
+                for chunk, vector in zip(job.chunks, job.vectors, strict=True)
             ],
             dictionary=kb.dictionary_terms,
         )
@@ -475,10 +694,10 @@ def _retry_later(document: Document, claim: Claim, exc: IngestionFailed) -> floa
 
 
 def _enqueue_after(document_id: int, delay: float) -> None:
-    task = ingest_document_task
+    task = ingest_documents_task
     if task.get_backend().supports_defer:
         task = task.using(run_after=timezone.now() + timedelta(seconds=delay))
-    task.enqueue(document_id=document_id)
+    task.enqueue(document_ids=[document_id])
 
 
 def _fail(document: Document, claim: Claim, code: str, message: str) -> None:
@@ -505,19 +724,28 @@ def _fail(document: Document, claim: Claim, code: str, message: str) -> None:
 
 
 def _publish(document: Document, status: str, **extra) -> None:
-    events.publish_kb_event(
-        kb_id=document.knowledge_base_id,
-        event="document",
-        data={
-            "document": document.pk,
-            "title": document.title,
-            "status": status,
-            "status_label": str(DocumentStatus(status).label),
-            "chunk_count": document.chunk_count,
-            "attempts": document.attempts,
-            **extra,
-        },
-    )
+    events.publish_kb_event(kb_id=document.knowledge_base_id, event="document", data=_event(document, status, **extra))
+
+
+def _publish_many(documents: Sequence[Document], status: str) -> None:
+    """One event for a batch's documents reaching the same stage (per knowledge base)."""
+    by_kb: dict[int, list[dict]] = {}
+    for document in documents:
+        by_kb.setdefault(document.knowledge_base_id, []).append(_event(document, status))
+    for kb_id, items in by_kb.items():
+        events.publish_kb_event(kb_id=kb_id, event="documents", data={"documents": items})
+
+
+def _event(document: Document, status: str, **extra) -> dict:
+    return {
+        "document": document.pk,
+        "title": document.title,
+        "status": status,
+        "status_label": str(DocumentStatus(status).label),
+        "chunk_count": document.chunk_count,
+        "attempts": document.attempts,
+        **extra,
+    }
 
 
 def requeue_stale_documents(*, older_than: timedelta | None = None) -> list[int]:
@@ -559,23 +787,57 @@ def queue_documents(*, document_ids: Sequence[int], fresh_attempts: bool = False
     document_status.queue(document_ids=ids, fresh_attempts=fresh_attempts)
     bump_for_published_documents(document_ids=ids)
 
+    batches = _task_batches(ids)
+
     def enqueue() -> None:
-        for document_id in ids:
-            ingest_document_task.enqueue(document_id=document_id)
+        for batch in batches:
+            ingest_documents_task.enqueue(document_ids=batch)
 
     transaction.on_commit(enqueue)
 
 
+def _task_batches(ids: list[int]) -> list[list[int]]:
+    """Consecutive documents per task, up to RAG_INGESTION_BATCH_DOCUMENTS documents and
+    RAG_INGESTION_BATCH_BYTES of files (a large file gets a task of its own)."""
+    most = max(int(settings.RAG_INGESTION_BATCH_DOCUMENTS), 1)
+    budget = int(settings.RAG_INGESTION_BATCH_BYTES)
+    sizes = dict(Document.objects.filter(pk__in=ids).values_list("pk", "size"))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for pk in ids:
+        size = sizes.get(pk, 0)
+        if current and (len(current) >= most or used + size > budget):
+            batches.append(current)
+            current, used = [], 0
+        current.append(pk)
+        used += size
+    if current:
+        batches.append(current)
+    return batches
+
+
 @task(queue_name="ingestion")
-def ingest_document_task(*, document_id: int) -> dict:
+def ingest_documents_task(*, document_ids: list[int]) -> dict:
     # Error messages are stored for every staff member to read: write them in the site's
     # language, whatever language the thread that enqueued the task happened to use.
     with translation.override(settings.LANGUAGE_CODE):
-        report = ingest_document(document_id=document_id)
+        reports = ingest_documents(document_ids=document_ids)
     return {
-        "document_id": report.document_id,
-        "status": str(report.status),
-        "chunk_count": report.chunk_count,
-        "error_code": report.error_code,
-        "seconds": {k: round(v, 3) for k, v in report.seconds.items()},
+        "documents": [
+            {
+                "document_id": report.document_id,
+                "status": str(report.status),
+                "chunk_count": report.chunk_count,
+                "error_code": report.error_code,
+                "seconds": {k: round(v, 3) for k, v in report.seconds.items()},
+            }
+            for report in reports
+        ]
     }
+
+
+@task(queue_name="ingestion")
+def ingest_document_task(*, document_id: int) -> dict:
+    """One document per task, as earlier versions queued them (rows still in a queue)."""
+    return ingest_documents_task.call(document_ids=[document_id])["documents"][0]

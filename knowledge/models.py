@@ -266,6 +266,29 @@ class Document(models.Model):
         return self.title
 
 
+class DocumentTransition(models.Model):
+    """One step of a document's timeline (queued, parsing, indexing, ready or failed), written
+    only by `knowledge.document_status` together with the status itself."""
+
+    document = models.ForeignKey(
+        Document, verbose_name=_("文档"), on_delete=models.CASCADE, related_name="transitions"
+    )
+    status = models.CharField(_("状态"), max_length=16, choices=DocumentStatus.choices)
+    at = models.DateTimeField(_("时间"))
+    attempt = models.PositiveIntegerField(_("第几次处理"), null=True, blank=True)
+    worker = models.CharField(_("处理进程"), max_length=120, blank=True)
+    error_code = models.CharField(_("错误码"), max_length=64, blank=True)
+
+    class Meta:
+        verbose_name = _("文档处理记录")
+        verbose_name_plural = _("文档处理记录")
+        ordering = ["document", "at", "id"]
+        indexes = [models.Index(fields=["document", "at"], name="transition_document_at")]
+
+    def __str__(self) -> str:
+        return f"{self.document_id} {self.status} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
 class ContentType(models.TextChoices):
     TEXT = "text", _("文本")
     TABLE = "table", _("表格")

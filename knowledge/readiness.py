@@ -77,6 +77,10 @@ def refresh_version_readiness(*, version_ids: Sequence[int]) -> list[int]:
             version = KnowledgeBaseVersion.objects.select_for_update().filter(pk=version_id).first()
             if version is None or version.status != VersionStatus.BUILDING:
                 continue
+            if unready_documents(version=version).exists():
+                # Not ready yet: stop at the first pending row instead of counting all of them
+                # (this runs after every batch; counting made a large import quadratic).
+                continue
             try:
                 mark_version_ready(version=version)
             except InvalidTransition:

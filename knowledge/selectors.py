@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import QuerySet
 
@@ -10,6 +12,7 @@ from .models import (
     Chunk,
     Document,
     DocumentStatus,
+    DocumentTransition,
     KnowledgeBase,
     KnowledgeBaseVersion,
     VersionStatus,
@@ -47,7 +50,11 @@ def ready_document_ids_of_active_version(
 
 
 def unready_documents(*, version: KnowledgeBaseVersion) -> QuerySet[Document]:
-    return version.documents.exclude(status=DocumentStatus.READY).order_by("pk")
+    # The not-READY statuses spelled out (not `exclude(READY)`) and the KB named, so the
+    # (knowledge_base, status) index finds the few pending rows of a large draft instead of
+    # every member being read: this runs after every ingestion batch.
+    pending = [status for status in DocumentStatus.values if status != DocumentStatus.READY]
+    return version.documents.filter(knowledge_base_id=version.knowledge_base_id, status__in=pending).order_by("pk")
 
 
 def retained_versions_holding(*, document: Document) -> QuerySet[KnowledgeBaseVersion]:
@@ -110,3 +117,34 @@ def ingestion_queue(*, now) -> dict:
         "per_kb": per_kb,
         "in_progress": in_progress,
     }
+
+
+@dataclass(frozen=True)
+class TimelineStep:
+    status: str
+    label: str
+    at: datetime
+    seconds: float | None  # until the next step; for the current in-progress step, until now
+    attempt: int | None
+    worker: str
+    error_code: str
+    current: bool
+
+
+def document_timeline(*, document: Document, now: datetime, limit: int = 50) -> list[TimelineStep]:
+    """The document's last `limit` status changes, oldest first, each with how long it lasted."""
+    rows = list(DocumentTransition.objects.filter(document=document).order_by("-at", "-id")[:limit])[::-1]
+    steps = []
+    for index, row in enumerate(rows):
+        last = index == len(rows) - 1
+        if not last:
+            seconds = (rows[index + 1].at - row.at).total_seconds()
+        elif row.status in (DocumentStatus.QUEUED, DocumentStatus.PARSING, DocumentStatus.INDEXING):
+            seconds = (now - row.at).total_seconds()
+        else:
+            seconds = None  # READY / FAILED: the run ended there
+        steps.append(TimelineStep(
+            status=row.status, label=str(DocumentStatus(row.status).label), at=row.at, seconds=seconds,
+            attempt=row.attempt, worker=row.worker, error_code=row.error_code, current=last,
+        ))
+    return steps

@@ -356,7 +356,7 @@ def upload_documents(
 def _check_uploads(files: Sequence[UploadedFile]) -> list[_CheckedUpload]:
     checked: list[_CheckedUpload] = []
     errors: list[dict[str, str]] = []
-    for upload in files:
+    for index, upload in enumerate(files):
         name = upload.name or "unnamed"
         try:
             if not upload.size:
@@ -369,7 +369,7 @@ def _check_uploads(files: Sequence[UploadedFile]) -> list[_CheckedUpload]:
                 )
             sniffed = sniff(upload.file, filename=name)
         except FileRejected as exc:
-            errors.append({"file": name, "code": exc.code, "detail": str(exc.message)})
+            errors.append({"file": name, "index": index, "code": exc.code, "detail": str(exc.message)})
             continue
         checked.append(_CheckedUpload(upload=upload, sniffed=sniffed, sha256=_sha256(upload)))
     if errors:
@@ -439,16 +439,18 @@ def _register_uploads(
         if key in found_keys and not storage.exists(key):
             _store_original(kb=kb, item=item)
     draft = _draft_for_writing(kb, actor)
-    outcomes: list[UploadOutcome] = []
+    # One query, one insert and one membership write for the whole upload, however many files.
+    known = {d.sha256: d for d in Document.objects.filter(knowledge_base=kb, sha256__in=[c.sha256 for c in checked])}
+    created: list[Document] = []
     queued: list[int] = []
+    slots: list[tuple[str, bool]] = []  # (sha256, duplicate) per file, in the given order
     for index, (item, key) in enumerate(zip(checked, stored_keys, strict=True)):
-        existing = Document.objects.filter(knowledge_base=kb, sha256=item.sha256).first()
+        existing = known.get(item.sha256)
         if existing is not None:
-            draft.documents.add(existing)
-            # Uploading the same bytes again is how people retry: give a failed one another go.
-            if existing.status in (DocumentStatus.UPLOADED, DocumentStatus.FAILED):
+            if existing.pk is not None and existing.status in (DocumentStatus.UPLOADED, DocumentStatus.FAILED):
+                # Uploading the same bytes again is how people retry: give a failed one another go.
                 queued.append(existing.pk)
-            outcomes.append(UploadOutcome(document=existing, duplicate=True))
+            slots.append((item.sha256, True))
             continue
         name = item.upload.name or "unnamed"
         given_title = titles[index] if titles and titles[index] else ""
@@ -471,14 +473,14 @@ def _register_uploads(
             status=DocumentStatus.UPLOADED,
         )
         document.file.name = key
-        document.save()
-        draft.documents.add(document)
-        queued.append(document.pk)
-        outcomes.append(UploadOutcome(document=document, duplicate=False))
-    queue_documents(document_ids=queued)
-    for outcome in outcomes:
-        outcome.document.refresh_from_db()
-    return outcomes
+        known[item.sha256] = document
+        created.append(document)
+        slots.append((item.sha256, False))
+    Document.objects.bulk_create(created, batch_size=500)
+    draft.documents.add(*known.values())
+    queue_documents(document_ids=queued + [d.pk for d in created])
+    fresh = Document.objects.in_bulk([known[sha].pk for sha, _dup in slots])
+    return [UploadOutcome(document=fresh[known[sha].pk], duplicate=duplicate) for sha, duplicate in slots]
 
 
 def _title_from_name(name: str) -> str:

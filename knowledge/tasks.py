@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .faq_index import index_faqs
 from .ingestion import ingest_document_task as ingest_document
+from .ingestion import ingest_documents_task as ingest_documents
 from .reanalysis import reanalyse_task as reanalyse_knowledge_base
 
-__all__ = ["index_faqs", "ingest_document", "reanalyse_knowledge_base"]
+__all__ = ["index_faqs", "ingest_document", "ingest_documents", "reanalyse_knowledge_base"]

@@ -221,6 +221,7 @@ class DashScopeEmbedder(_Adapter):
 
     semantic = True
     similarity_range = None  # uncalibrated: relevance is lexical only
+    uses_all_cores = False
 
     def __init__(
         self,

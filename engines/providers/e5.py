@@ -15,6 +15,7 @@ per query; the model is memory-mapped (72 MB) and loaded once per process on fir
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -69,6 +70,8 @@ class LocalE5Embedder:
         self.dimension = dimension
         self.threads = threads
         self.batch_size = batch_size
+        # Unset (0/None) lets the engine take every core.
+        self.uses_all_cores = not threads or threads >= (os.cpu_count() or 1)
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

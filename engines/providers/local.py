@@ -95,6 +95,7 @@ class LocalHashingEmbedder:
     model = LOCAL_EMBEDDING_MODEL
     semantic = False
     similarity_range = None
+    uses_all_cores = False
 
     def __init__(self, *, dimension: int = 512) -> None:
         if dimension < 8:

@@ -150,6 +150,7 @@ class OpenAIEmbedder(_Adapter):
 
     semantic = True
     similarity_range = None  # uncalibrated: relevance is lexical only
+    uses_all_cores = False
 
     def __init__(
         self,

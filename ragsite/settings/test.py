@@ -32,6 +32,10 @@ RAG_PROVIDER = "local"
 RAG_EMBEDDING_MODEL = "local-hash-lexical-v1"
 RAG_EMBEDDING_DIMENSION = 512
 RAG_MAX_UPLOAD_BYTES = 2 * 1024 * 1024
+# In-process `call_command("ingest")` runs under overridden settings (test database, Milvus
+# prefix, media root) that a helper process started from the environment would not see; the
+# multi-process path is tested through the real command in a subprocess.
+RAG_INGEST_WORKERS = 1
 
 # Tasks are recorded, not run, unless a test asks for it (see the `run_tasks` fixture): most
 # tests are about what gets queued, and ingestion tests drive the pipeline explicitly.

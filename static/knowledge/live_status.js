@@ -12,7 +12,15 @@
   let open = 0;
 
   function onDocument(event) {
-    const data = JSON.parse(event.data);
+    update(JSON.parse(event.data));
+  }
+
+  // A batch of documents reaching the same stage arrives as one event.
+  function onDocuments(event) {
+    (JSON.parse(event.data).documents || []).forEach(update);
+  }
+
+  function update(data) {
     const cell = document.querySelector('[data-doc-status="' + data.document + '"]');
     if (!cell) {
       if (data.status === "ready" || data.status === "failed") window.location.reload();
@@ -41,6 +49,7 @@
       state.textContent = state.dataset.connected || "实时状态：已连接";
     });
     source.addEventListener("document", onDocument);
+    source.addEventListener("documents", onDocuments);
     source.addEventListener("version", function () { /* version badges live on the versions page */ });
     source.onerror = function () { state.textContent = "实时状态：连接中断，正在重连…"; };
   });

@@ -359,3 +359,62 @@ def test_a_table_chunk_is_shown_as_a_table_with_its_cells_escaped(admin_client_l
     assert "<td>600元/晚</td>" in page and "| --- |" not in page
     assert "&lt;b&gt;其他&lt;/b&gt;" in page
     assert "第 3 页" in page
+
+
+def test_the_document_page_shows_its_timeline_with_durations_attempts_and_workers(admin_client_logged_in, kb):
+    # given: queued, claimed by a worker that died, claimed again, then failed
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from knowledge.models import DocumentTransition
+
+    document = make_document(kb, status=DocumentStatus.FAILED)
+    start = timezone.now() - timedelta(minutes=10)
+    for offset, status, attempt, worker, code in [
+        (0, "queued", None, "", ""), (2, "parsing", 1, "host-a:11", ""), (300, "queued", None, "", ""),
+        (301, "parsing", 2, "host-b:22", ""), (303.5, "failed", 2, "host-b:22", "pdf_encrypted"),
+    ]:
+        DocumentTransition.objects.create(document=document, status=status, at=start + timedelta(seconds=offset),
+                                          attempt=attempt, worker=worker, error_code=code)
+
+    # when
+    page = admin_client_logged_in.get(reverse("admin:knowledge_document_change", args=[document.pk])).content.decode()
+
+    # then: each step with how long it lasted, the run and the worker
+    timeline = page.split('class="rag-timeline"')[1].split("</table>")[0]
+    assert timeline.count("<tr>") == 6  # header + five steps
+    assert "2.0 s" in timeline and "5.0 min" in timeline and "2.5 s" in timeline
+    assert "host-a:11" in timeline and "host-b:22" in timeline and "pdf_encrypted" in timeline
+
+
+def test_a_failed_document_has_a_retry_button_that_queues_it_with_fresh_attempts(admin_client_logged_in, kb, django_capture_on_commit_callbacks, database_tasks):
+    # given
+    document = make_document(kb, status=DocumentStatus.FAILED)
+    Document.objects.filter(pk=document.pk).update(attempts=3, error_code="too_many_attempts")
+    page = admin_client_logged_in.get(reverse("admin:knowledge_document_change", args=[document.pk])).content.decode()
+
+    # when
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client_logged_in.post(reverse("admin:knowledge_document_retry", args=[document.pk]))
+
+    # then
+    document.refresh_from_db()
+    assert 'id="rag-retry"' in page
+    assert response.status_code == 302
+    assert (document.status, document.attempts, document.error_code) == (DocumentStatus.QUEUED, 0, "")
+
+
+def test_a_ready_document_has_no_retry_button_and_a_retry_post_changes_nothing(admin_client_logged_in, kb):
+    # given
+    document = make_document(kb, status=DocumentStatus.READY)
+
+    # when
+    page = admin_client_logged_in.get(reverse("admin:knowledge_document_change", args=[document.pk])).content.decode()
+    response = admin_client_logged_in.post(reverse("admin:knowledge_document_retry", args=[document.pk]), follow=True)
+
+    # then
+    document.refresh_from_db()
+    assert 'id="rag-retry"' not in page
+    assert document.status == DocumentStatus.READY
+    assert "只有失败的文档可以重试" in response.content.decode()

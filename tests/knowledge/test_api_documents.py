@@ -48,8 +48,8 @@ def test_upload_markdown_creates_draft_and_queues_ingestion(staff_api, kb, media
     assert draft.status == VersionStatus.BUILDING
     assert list(draft.documents.values_list("pk", flat=True)) == [body["document"]["id"]]
     assert len(stored_files(media_root)) == 1
-    queued = [r for r in default_task_backend.results if r.task.name == "ingest_document_task"]
-    assert [r.kwargs for r in queued] == [{"document_id": body["document"]["id"]}]
+    queued = [r for r in default_task_backend.results if r.task.name == "ingest_documents_task"]
+    assert [r.kwargs for r in queued] == [{"document_ids": [body["document"]["id"]]}]
 
 
 def test_identical_bytes_are_detected(staff_api, kb, media_root):

@@ -157,3 +157,67 @@ def test_milvus_uri_set_to_a_lite_file_in_the_environment_works_as_documented(tm
     assert (tmp_path / "milvus.db").exists()
     assert checked.returncode == 0, checked.stderr[-2000:]
     assert "lite: ok — 1 documents, 1 chunks" in checked.stdout
+
+
+def test_ingest_works_the_queue_with_several_processes(tmp_path, milvus_server):
+    # given: 40 one-passage files, batches of 4, two processes (the command and one helper)
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(40):
+        (docs / f"{n:02d}.txt").write_text(f"第 {n} 条：员工每年享有 {n + 5} 天年假。", encoding="utf-8")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "RAG_", "MILVUS_"))}
+    env = {
+        **clean, "DJANGO_SETTINGS_MODULE": "ragsite.settings.local", "RAGSITE_VAR_DIR": str(tmp_path / "var"),
+        "MILVUS_URI": milvus_server, "MILVUS_COLLECTION_PREFIX": f"multi{os.getpid()}", "RAG_WARM_UP": "false",
+        "RAG_INGESTION_BATCH_DOCUMENTS": "4",
+    }
+
+    def manage(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    assert manage("migrate", "--noinput").returncode == 0
+
+    # when
+    ingested = manage("ingest", str(docs), "--kb", "multi", "--create", "--activate", "--workers", "2",
+                      "--embedding-model", "local-hash-lexical-v1")
+    checked = manage("check_index", "--kb", "multi")
+    workers = manage("shell", "-c", "from django_tasks_db.models import DBTaskResult as R; "
+                     "print(sorted({w for ws in R.objects.values_list('worker_ids', flat=True) for w in ws}))")
+
+    # then: every file READY and published, Milvus agrees, and both processes took batches
+    assert ingested.returncode == 0, ingested.stderr[-2000:]
+    assert ingested.stdout.count(" ready ") == 40 and "已发布 multi v1" in ingested.stdout
+    assert "multi: ok — 40 documents, 40 chunks" in checked.stdout, checked.stdout + checked.stderr
+    assert len(eval(workers.stdout.strip().splitlines()[-1])) == 2, workers.stdout
+
+
+def test_ingest_refuses_zero_workers(tmp_path, milvus):
+    (tmp_path / "a.txt").write_text("内容。", encoding="utf-8")
+    with pytest.raises(CommandError, match="--workers"):
+        call_command("ingest", str(tmp_path), "--kb", "w", "--create", "--wait", "--workers", "0", stdout=io.StringIO())
+
+
+def test_a_refused_file_is_reported_and_the_rest_of_its_upload_group_lands(tmp_path, milvus, database_tasks, media_root, settings):
+    # given: more files than one upload call takes, one of them empty
+    settings.RAG_MAX_FILES_PER_UPLOAD = 3
+    for n in range(7):
+        (tmp_path / f"{n}.txt").write_text(f"第 {n} 段内容。", encoding="utf-8")
+    (tmp_path / "4.txt").write_bytes(b"")
+    out = io.StringIO()
+
+    # when
+    with pytest.raises(CommandError):
+        call_command("ingest", str(tmp_path), "--kb", "groups", "--create", "--wait", stdout=out, stderr=io.StringIO())
+
+    # then
+    report = out.getvalue()
+    assert "empty_file" in report
+    assert sorted(Document.objects.values_list("original_name", flat=True)) == ["0.txt", "1.txt", "2.txt", "3.txt", "5.txt", "6.txt"]
+    assert set(Document.objects.values_list("status", flat=True)) == {DocumentStatus.READY}

@@ -86,8 +86,8 @@ def test_progress_events_are_published_for_each_status(kb, milvus, run_tasks, me
     # when
     document = upload(kb, "a.md", "# 标题\n\n内容。".encode())
     # then
-    payloads = [stored_payload(e) for e in Event.objects.filter(channel=f"kb-{kb.pk}", type="document").order_by("id")]
-    statuses = [p["status"] for p in payloads if p["document"] == document.pk]
+    payloads = [stored_payload(e) for e in Event.objects.filter(channel=f"kb-{kb.pk}", type="documents").order_by("id")]
+    statuses = [item["status"] for p in payloads for item in p["documents"] if item["document"] == document.pk]
     assert statuses == ["parsing", "indexing", "ready"]
     assert Event.objects.filter(channel=f"kb-{kb.pk}", type="version").exists()
 

@@ -284,12 +284,12 @@ def test_check_index_with_milvus_down_is_a_clear_error(settings, db):
 
 def test_a_run_that_fails_after_writing_vectors_leaves_none_behind(milvus, run_tasks, media_root, monkeypatch):
     # given: the READY write crashes after the vectors went to Milvus
-    real_finish = document_status.finish
+    real_finish = document_status.finish_many
 
-    def crash(claim, **fields):
+    def crash(items):
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(document_status, "finish", crash)
+    monkeypatch.setattr(document_status, "finish_many", crash)
     kb = make_kb()
 
     # when (the inline queue records the crash as the task's result)
@@ -299,7 +299,7 @@ def test_a_run_that_fails_after_writing_vectors_leaves_none_behind(milvus, run_t
     document = Document.objects.get(knowledge_base=kb)
     assert (document.status, document.error_code) == (DocumentStatus.FAILED, "internal_error")
     assert store_for(kb).chunk_ids(kb_id=kb.pk) == {}
-    monkeypatch.setattr(document_status, "finish", real_finish)
+    monkeypatch.setattr(document_status, "finish_many", real_finish)
     services.retry_document(document=document, actor=None)
     document.refresh_from_db()
     assert document.status == DocumentStatus.READY and check_knowledge_base(kb).clean

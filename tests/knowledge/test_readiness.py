@@ -105,15 +105,15 @@ def test_an_upload_landing_while_a_document_finishes_never_fails_the_finished_on
     # given: while A's READY transaction is open, B is uploaded into the same draft
     kb = make_kb()
     late: list[Document] = []
-    real_publish = ingestion._publish
+    real_publish = ingestion._publish_many
 
-    def publish_then_upload(document, status, **extra):
-        real_publish(document, status, **extra)
+    def publish_then_upload(documents, status):
+        real_publish(documents, status)
         if status == DocumentStatus.READY and not late:
             late.append(make_document(kb, status=DocumentStatus.QUEUED))
             draft_of(kb).documents.add(late[0])
 
-    monkeypatch.setattr(ingestion, "_publish", publish_then_upload)
+    monkeypatch.setattr(ingestion, "_publish_many", publish_then_upload)
 
     # when
     first = upload(kb, "a.txt", "年假有十五天。")

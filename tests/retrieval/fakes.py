@@ -75,6 +75,7 @@ class FakeEmbedder:
     dimension = 64
     semantic = True
     similarity_range = None
+    uses_all_cores = False
 
     def __init__(self, *, fail: bool = False) -> None:
         self.fail = fail

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ragsite.errors import DomainError
 
 from ... import bulk, services
-from ...models import Document, DocumentStatus, KnowledgeBase, VersionStatus
+from ...models import Document, DocumentStatus, KnowledgeBase
 
 
 class Command(BaseCommand):
@@ -26,6 +26,10 @@ class Command(BaseCommand):
         parser.add_argument("--embedding-model", default=None,
                             help="with --create: the new knowledge base's embedding model (default "
                             "RAG_EMBEDDING_MODEL; local-hash-lexical-v1 is the fast lexical one)")
+        parser.add_argument("--workers", type=int, default=None,
+                            help="with --wait: processes working the queue, this one included (default: one "
+                            "per core, at most 4; 1 with an embedded Milvus Lite file or a local neural "
+                            "embedder, which uses every core itself)")
         parser.add_argument("--source-tag", default="")
         parser.add_argument("--timeout", type=float, default=3600.0)
 
@@ -39,23 +43,19 @@ class Command(BaseCommand):
             raise CommandError("没有找到可导入的文件。")
 
         started = time.monotonic()
-        outcomes = []
-        for path in paths:
-            # One file per upload call: a bad file is reported and the others still land.
-            try:
-                result = bulk.upload_paths(kb=kb, paths=[path], source_tag=options["source_tag"])[0]
-            except DomainError as error:
-                outcomes.append(bulk.FileOutcome(path, None, "refused", 0, 0.0, f"{error.code}: {error.message}"))
-                continue
-            outcomes.append(bulk.FileOutcome(path, result.document.pk, result.document.status, 0, 0.0, duplicate=result.duplicate))
-
         wait = options["wait"] or options["activate"]
-        ids = [o.document_id for o in outcomes if o.document_id]
-        if wait and ids:
-            try:
-                bulk.process_queue_until_done(ids, timeout=options["timeout"])
-            except TimeoutError as exc:
-                raise CommandError(str(exc)) from exc
+        workers = options["workers"] if options["workers"] is not None else bulk.default_workers(kb=kb)
+        if workers < 1:
+            raise CommandError("--workers 至少为 1。")
+        # Helpers start with the upload: their start-up overlaps it instead of the processing.
+        with bulk.helper_workers(workers - 1 if wait else 0):
+            outcomes = bulk.upload_all(kb=kb, paths=paths, source_tag=options["source_tag"])
+            ids = [o.document_id for o in outcomes if o.document_id]
+            if wait and ids:
+                try:
+                    bulk.process_queue_until_done(ids, timeout=options["timeout"])
+                except TimeoutError as exc:
+                    raise CommandError(str(exc)) from exc
         rows = self._final_rows(outcomes)
         self._print_table(rows, time.monotonic() - started)
 
