@@ -67,7 +67,7 @@ test: install-dev
 bench: bench-ingest bench-retrieval bench-chat
 
 bench-ingest: install-dev
-	$(PY) -m benchmarks.ingest
+	$(PY) -m benchmarks.ingest $(BENCH_INGEST_ARGS)
 
 bench-retrieval: install-dev
 	$(PY) -m benchmarks.retrieval
