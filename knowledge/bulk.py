@@ -55,14 +55,14 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
 
 def upload_paths(
     *, kb: KnowledgeBase, paths: Sequence[Path], actor=None, source_tag: str = "",
-    external_ids: Sequence[str] | None = None, titles: Sequence[str] | None = None,
+    external_ids: Sequence[str] | None = None, titles: Sequence[str] | None = None, max_files: int | None = None,
 ) -> list[services.UploadOutcome]:
     handles = [path.open("rb") for path in paths]
     try:
         files = [File(handle, name=path.name) for handle, path in zip(handles, paths, strict=True)]
         return services.upload_documents(
             kb=kb, files=files, actor=actor, source_tag=source_tag, external_ids=external_ids,
-            titles=titles,
+            titles=titles, max_files=max_files,
         )
     finally:
         for handle in handles:
@@ -70,15 +70,16 @@ def upload_paths(
 
 
 def upload_all(*, kb: KnowledgeBase, paths: Sequence[Path], source_tag: str = "") -> list[FileOutcome]:
-    """Upload many files in as few calls as the per-upload limit allows; a file refused by
+    """Upload many files in groups of one ingestion batch (at least the per-upload limit of
+    clients): each group is one transaction and its documents' first task. A file refused by
     validation is reported and the others of its group are uploaded without it."""
     outcomes: dict[int, FileOutcome] = {}
-    size = max(int(settings.RAG_MAX_FILES_PER_UPLOAD), 1)
+    size = max(int(settings.RAG_MAX_FILES_PER_UPLOAD), int(settings.RAG_INGESTION_BATCH_DOCUMENTS), 1)
     for start in range(0, len(paths), size):
         group = list(range(start, min(start + size, len(paths))))
         while group:
             try:
-                results = upload_paths(kb=kb, paths=[paths[i] for i in group], source_tag=source_tag)
+                results = upload_paths(kb=kb, paths=[paths[i] for i in group], source_tag=source_tag, max_files=size)
             except ValidationFailed as error:
                 refused = {group[e["index"]]: e for e in error.extra.get("errors", []) if "index" in e}
                 if not refused:  # nothing to single out: the group is refused as a whole

@@ -164,17 +164,28 @@ def finish_many(items: Sequence[tuple[Claim, dict]]) -> list[Claim]:
     """→ READY, each document with its own fields, for those the claims still hold (inside the
     caller's transaction); returns the claims that finished."""
     now = timezone.now()
-    finished = []
     with transaction.atomic():
+        # Locked with their token inside this transaction, so the claims hold until it commits:
+        # one UPDATE per 100 documents instead of one per document.
         locked = lock_many([claim for claim, _fields in items])
-        for claim, fields in items:
-            if claim.document_id in locked and held(claim).update(
-                status=DocumentStatus.READY, status_changed_at=now, error_code="", error_message="",
-                lease_token="", lease_expires_at=None, **fields,
-            ):
-                finished.append(claim)
-        _record(finished, DocumentStatus.READY, at=now)
-    return finished
+        finished = [(claim, fields) for claim, fields in items if claim.document_id in locked]
+        names = sorted({name for _claim, fields in finished for name in fields})
+        if any(sorted(fields) != names for _claim, fields in finished):
+            # bulk_update would write a default into a field a document did not give
+            raise ValueError("finish_many needs the same fields for every document")
+        rows = []
+        for claim, fields in finished:
+            row = Document(
+                pk=claim.document_id, status=DocumentStatus.READY, status_changed_at=now, error_code="",
+                error_message="", lease_token="", lease_expires_at=None, **fields,
+            )
+            rows.append(row)
+        Document.objects.bulk_update(
+            rows, ["status", "status_changed_at", "error_code", "error_message", "lease_token", "lease_expires_at", *names],
+            batch_size=100,
+        )
+        _record([claim for claim, _fields in finished], DocumentStatus.READY, at=now)
+    return [claim for claim, _fields in finished]
 
 
 def fail(claim: Claim, *, code: str, message: str) -> bool:

@@ -322,17 +322,21 @@ def upload_documents(
     source_tag: str = "",
     external_ids: Sequence[str] | None = None,
     titles: Sequence[str] | None = None,
+    max_files: int | None = None,
 ) -> list[UploadOutcome]:
     """Validate every file, store them, add them to the KB's draft and queue ingestion.
 
     Validation happens before anything is stored: one bad file refuses the whole upload with
-    per-file errors, so a client never has to guess which part landed.
+    per-file errors, so a client never has to guess which part landed. `max_files` replaces
+    RAG_MAX_FILES_PER_UPLOAD (a limit for clients) for trusted server-side callers such as
+    `manage.py ingest`.
     """
+    limit = max_files or settings.RAG_MAX_FILES_PER_UPLOAD
     if not files:
         raise ValidationFailed(_("请至少选择一个文件。"), code="no_files")
-    if len(files) > settings.RAG_MAX_FILES_PER_UPLOAD:
+    if len(files) > limit:
         raise ValidationFailed(
-            _("一次最多上传 %(n)d 个文件。") % {"n": settings.RAG_MAX_FILES_PER_UPLOAD},
+            _("一次最多上传 %(n)d 个文件。") % {"n": limit},
             code="too_many_files",
         )
     if external_ids is not None and len(external_ids) != len(files):

@@ -292,7 +292,7 @@ RAG_INGESTION_RETRY_BASE_SECONDS = env.float("RAG_INGESTION_RETRY_BASE_SECONDS",
 RAG_INGESTION_STALE_SECONDS = env.int("RAG_INGESTION_STALE_SECONDS", default=900)
 # Documents per ingestion task, and the most bytes of files one task takes (a larger file gets a
 # task of its own): a batch shares its embedding calls, row transaction and vector upsert.
-RAG_INGESTION_BATCH_DOCUMENTS = env.int("RAG_INGESTION_BATCH_DOCUMENTS", default=32)
+RAG_INGESTION_BATCH_DOCUMENTS = env.int("RAG_INGESTION_BATCH_DOCUMENTS", default=128)
 RAG_INGESTION_BATCH_BYTES = env.int("RAG_INGESTION_BATCH_BYTES", default=2 * 1024 * 1024)
 # Processes `manage.py ingest --wait` works the queue with (itself included); 0: one per core, at
 # most 4, and 1 with an embedded Milvus Lite file or a local neural embedder (it uses every core).

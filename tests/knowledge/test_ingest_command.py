@@ -205,8 +205,9 @@ def test_ingest_refuses_zero_workers(tmp_path, milvus):
 
 
 def test_a_refused_file_is_reported_and_the_rest_of_its_upload_group_lands(tmp_path, milvus, database_tasks, media_root, settings):
-    # given: more files than one upload call takes, one of them empty
+    # given: more files than one upload group takes, one of them empty
     settings.RAG_MAX_FILES_PER_UPLOAD = 3
+    settings.RAG_INGESTION_BATCH_DOCUMENTS = 3
     for n in range(7):
         (tmp_path / f"{n}.txt").write_text(f"第 {n} 段内容。", encoding="utf-8")
     (tmp_path / "4.txt").write_bytes(b"")
