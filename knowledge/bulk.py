@@ -14,6 +14,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.files import File
+from django.db import reset_queries
 
 from engines.milvus_store import is_embedded
 from engines.providers import get_embedder
@@ -76,6 +77,9 @@ def upload_all(*, kb: KnowledgeBase, paths: Sequence[Path], source_tag: str = ""
     outcomes: dict[int, FileOutcome] = {}
     size = max(int(settings.RAG_MAX_FILES_PER_UPLOAD), int(settings.RAG_INGESTION_BATCH_DOCUMENTS), 1)
     for start in range(0, len(paths), size):
+        # Each group is a unit of work like a request: under DEBUG its queries (large bulk
+        # inserts) are not kept for the rest of a 100,000-file import.
+        reset_queries()
         group = list(range(start, min(start + size, len(paths))))
         while group:
             try:

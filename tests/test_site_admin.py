@@ -52,3 +52,22 @@ def test_the_task_results_admin_is_named_in_chinese(admin_client_logged_in):
     # then
     assert "后台任务" in index and "Tasks Database Backend" not in index
     assert "任务结果" in results and "Task Result" not in results
+
+
+def test_each_task_starts_with_an_empty_debug_query_log(settings, run_tasks):
+    # given: DEBUG keeps every query, and a worker serves no request that would clear them
+    from django.db import connection
+
+    from knowledge.models import KnowledgeBase
+    from knowledge.reanalysis import reanalyse_task
+
+    settings.DEBUG = True
+    for _ in range(20):
+        list(KnowledgeBase.objects.all())
+    assert len(connection.queries) >= 20
+
+    # when: a task starts (reanalysing a KB that does not exist is a quick no-op)
+    reanalyse_task.enqueue(kb_id=999_999)
+
+    # then
+    assert len(connection.queries) < 20

@@ -56,10 +56,8 @@ class Command(BaseCommand):
                     bulk.process_queue_until_done(ids, timeout=options["timeout"])
                 except TimeoutError as exc:
                     raise CommandError(str(exc)) from exc
-        rows = self._final_rows(outcomes)
-        self._print_table(rows, time.monotonic() - started)
+        failed = self._print_table(outcomes, time.monotonic() - started)
 
-        failed = [r for r in rows if r.status in ("failed", "refused")]
         if options["activate"]:
             if failed:
                 self.stderr.write(self.style.WARNING("有文件失败，未发布版本。"))
@@ -70,7 +68,7 @@ class Command(BaseCommand):
                 else:
                     self.stdout.write(self.style.SUCCESS(f"已发布 {kb.slug} v{version.number}。"))
         if failed:
-            raise CommandError(f"{len(failed)} 个文件失败。")
+            raise CommandError(f"{failed} 个文件失败。")
 
     def _knowledge_base(self, options) -> KnowledgeBase:
         kb = KnowledgeBase.objects.filter(slug=options["kb"]).first()
@@ -90,24 +88,37 @@ class Command(BaseCommand):
         except DomainError as error:
             raise CommandError(str(error.message)) from error
 
-    def _final_rows(self, outcomes):
-        documents = Document.objects.in_bulk([o.document_id for o in outcomes if o.document_id])
-        rows = []
-        for outcome in outcomes:
-            document = documents.get(outcome.document_id)
-            if document is None:
-                rows.append(outcome)
-                continue
-            seconds = sum((document.metadata.get("stage_seconds") or {}).values())
-            error = f"{document.error_code}: {document.error_message}" if document.status == DocumentStatus.FAILED else ""
-            rows.append(bulk.FileOutcome(outcome.path, document.pk, document.status, document.chunk_count, seconds, error, outcome.duplicate))
-        return rows
+    def _final_rows(self, outcomes, *, per_query: int = 2000):
+        """The outcomes with each document's final state, read a slice at a time (an import of
+        100,000 files must not hold 100,000 documents in memory at once)."""
+        for start in range(0, len(outcomes), per_query):
+            part = outcomes[start : start + per_query]
+            documents = {
+                pk: (status, chunks, (metadata or {}).get("stage_seconds") or {}, code, message)
+                for pk, status, chunks, metadata, code, message in Document.objects.filter(
+                    pk__in=[o.document_id for o in part if o.document_id]
+                ).values_list("pk", "status", "chunk_count", "metadata", "error_code", "error_message")
+            }
+            for outcome in part:
+                found = documents.get(outcome.document_id)
+                if found is None:
+                    yield outcome
+                    continue
+                status, chunks, stage_seconds, code, message = found
+                error = f"{code}: {message}" if status == DocumentStatus.FAILED else ""
+                yield bulk.FileOutcome(outcome.path, outcome.document_id, status, chunks, sum(stage_seconds.values()),
+                                       error, outcome.duplicate)
 
-    def _print_table(self, rows, elapsed: float) -> None:
-        width = max([len(str(r.path)) for r in rows] + [4])
+    def _print_table(self, outcomes, elapsed: float) -> int:
+        """Prints one line per file; returns how many failed or were refused."""
+        width = max([len(str(o.path)) for o in outcomes] + [4])
         self.stdout.write(f"{'file'.ljust(width)}  {'status':<9} {'chunks':>6} {'seconds':>8}  note")
-        for row in rows:
+        failed = 0
+        for row in self._final_rows(outcomes):
             note = row.error or ("duplicate" if row.duplicate else "")
-            style = self.style.ERROR if row.status in ("failed", "refused") else (lambda s: s)
+            bad = row.status in ("failed", "refused")
+            failed += bad
+            style = self.style.ERROR if bad else (lambda s: s)
             self.stdout.write(style(f"{str(row.path).ljust(width)}  {row.status:<9} {row.chunks:>6} {row.seconds:>8.2f}  {note}"))
-        self.stdout.write(f"{len(rows)} files in {elapsed:.1f} s")
+        self.stdout.write(f"{len(outcomes)} files in {elapsed:.1f} s")
+        return failed
