@@ -7,14 +7,17 @@ from dataclasses import dataclass
 
 from django.core.files.base import ContentFile
 
-from knowledge import bulk, services
+from knowledge import bulk
+from knowledge import services as knowledge_services
 from knowledge.models import Document, DocumentStatus, KnowledgeBase
 from retrieval.contracts import RetrievalRequest
 from retrieval.factory import build_retrieval_service
 
+from . import services
 from .bm25 import BM25
 from .datasets import Dataset
 from .metrics import dedupe, percentile, summarize
+from .models import EvalCase, EvalSet
 
 UPLOAD_BATCH = 50
 
@@ -44,7 +47,7 @@ def build_knowledge_base(*, kb: KnowledgeBase, dataset: Dataset) -> BuildReport:
     duplicates = 0
     for start in range(0, len(todo), UPLOAD_BATCH):
         batch = todo[start : start + UPLOAD_BATCH]
-        outcomes = services.upload_documents(
+        outcomes = knowledge_services.upload_documents(
             kb=kb,
             files=[
                 ContentFile(corpus_document_text(e.title, e.text).encode("utf-8"), name=f"{index + start}.txt")
@@ -77,7 +80,7 @@ def build_knowledge_base(*, kb: KnowledgeBase, dataset: Dataset) -> BuildReport:
 def evaluate_mode(
     *,
     kb: KnowledgeBase,
-    dataset: Dataset,
+    eval_set: EvalSet,
     mode: str,
     k: int,
     enable_rewrite: bool = False,
@@ -85,41 +88,127 @@ def evaluate_mode(
     enable_parent_expansion: bool = False,
     candidate_k: int = 30,
     fusion: str | None = None,
+    limit: int | None = None,
+    actor=None,
 ) -> dict:
+    """One retrieval configuration over the set's cases that name their evidence, stored as an
+    `EvalRun` with a row per case; returns the report row (the run's id included)."""
     service = build_retrieval_service(kb)
-    external = dict(Document.objects.filter(knowledge_base=kb).values_list("pk", "external_id"))
+    keys = document_keys(kb=kb)
+    cases = retrieval_cases(eval_set)
+    if limit is not None:
+        cases = cases[:limit]
     top_k = max(k, 10)
-    rankings, latencies = [], []
-    degradations = 0
-    notes: set[str] = set()
-    fusions: set[str] = set()
-    for query in dataset.queries:
-        started = time.perf_counter()
-        response = service.retrieve(
-            RetrievalRequest(
-                kb_id=kb.pk, question=query.question, top_k=top_k, mode=mode,
-                candidate_k=max(candidate_k, top_k), enable_query_rewrite=enable_rewrite,
-                enable_rerank=enable_rerank, enable_parent_expansion=enable_parent_expansion,
-                use_cache=False, fusion=fusion,
+    label = run_label(mode=mode, fusion=fusion, rewrite=enable_rewrite, rerank=enable_rerank)
+    config = {"mode": mode, "k": k, "top_k": top_k, "candidate_k": max(candidate_k, top_k), "fusion": fusion,
+              "rewrite": enable_rewrite, "rerank": enable_rerank, "parent_expansion": enable_parent_expansion}
+    run = services.start_run(eval_set=eval_set, label=label, knowledge_base=kb, version=kb.active_version,
+                             config=config, actor=actor)
+    try:
+        outcomes, rankings, latencies, stages = [], [], [], {}
+        degradations = 0
+        notes: set[str] = set()
+        fusions: set[str] = set()
+        for case in cases:
+            started = time.perf_counter()
+            response = service.retrieve(
+                RetrievalRequest(
+                    kb_id=kb.pk, question=case.question, top_k=top_k, mode=mode,
+                    candidate_k=max(candidate_k, top_k), enable_query_rewrite=enable_rewrite,
+                    enable_rerank=enable_rerank, enable_parent_expansion=enable_parent_expansion,
+                    use_cache=False, fusion=fusion,
+                )
             )
-        )
-        notes.update(n for n in response.trace.notes if not n.startswith("dynamic_top_k:"))
-        if response.trace.fusion:
-            fusions.add(response.trace.fusion)
-        latencies.append((time.perf_counter() - started) * 1000)
-        degradations += bool(response.trace.degradations)
-        ranked = dedupe([external.get(r.document_id, "") for r in response.results])
-        rankings.append((ranked, dataset.qrels[query.id]))
+            elapsed = (time.perf_counter() - started) * 1000
+            notes.update(n for n in response.trace.notes if not n.startswith("dynamic_top_k:"))
+            if response.trace.fusion:
+                fusions.add(response.trace.fusion)
+            for timing in response.trace.stage_timings:
+                stages.setdefault(timing.stage, []).append(timing.elapsed_ms)
+            latencies.append(elapsed)
+            degradations += bool(response.trace.degradations)
+            ranked, relevant = ranking(case, response.results, keys)
+            rankings.append((ranked, relevant))
+            outcomes.append(services.CaseOutcome(
+                case=case, gold=sorted(relevant), latency_ms=elapsed,
+                retrieved=[
+                    {"rank": rank, "key": key, "document_id": r.document_id, "chunk_id": r.chunk_id,
+                     "title": r.document_title, "score": round(r.score, 4), "relevance": round(r.relevance, 3)}
+                    for rank, (key, r) in enumerate(zip(result_keys(case, response.results, keys), response.results), 1)
+                ][:top_k],
+                gold_rank=first_rank(ranked, relevant),
+                metrics=summarize([(ranked, relevant)], k=k),
+                details={"degradations": list(response.trace.degradations)},
+            ))
+        metrics = summarize(rankings, k=k)
+        latency = {
+            "p50": round(percentile(latencies, 50), 2), "p95": round(percentile(latencies, 95), 2),
+            "stages": {stage: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2)}
+                       for stage, v in sorted(stages.items())},
+        }
+        services.finish_run(run=run, outcomes=outcomes, metrics=metrics, latency_ms=latency)
+    except BaseException as exc:
+        services.fail_run(run=run, error=f"{type(exc).__name__}: {exc}")
+        raise
     return {
+        "run_id": run.pk,
         "mode": mode,
         "rewrite": enable_rewrite,
         "rerank": enable_rerank,
         "fusion": ", ".join(sorted(fusions)) if mode == "hybrid" else "",
         "notes": sorted(notes),
-        "metrics": summarize(rankings, k=k),
-        "latency_ms": {"p50": round(percentile(latencies, 50), 2), "p95": round(percentile(latencies, 95), 2)},
+        "metrics": metrics,
+        "latency_ms": latency,
         "degraded_queries": degradations,
     }
+
+
+def retrieval_cases(eval_set: EvalSet) -> list[EvalCase]:
+    """Cases retrieval can be judged on: answerable, with gold documents or chunks."""
+    return [
+        case for case in eval_set.cases.order_by("ordinal", "id")
+        if case.answerable and (case.expected_documents or case.expected_chunks)
+    ]
+
+
+def run_label(*, mode: str, fusion: str | None, rewrite: bool, rerank: bool) -> str:
+    return mode + (f"({fusion})" if fusion else "") + ("+rewrite" if rewrite else "") + ("+rerank" if rerank else "")
+
+
+def document_keys(*, kb: KnowledgeBase) -> dict[int, tuple[str, ...]]:
+    """The names a case may use for each document: external id (corpus id), title, file name."""
+    return {
+        pk: tuple(key for key in (external_id, title, original_name) if key)
+        for pk, external_id, title, original_name in Document.objects.filter(knowledge_base=kb).values_list(
+            "pk", "external_id", "title", "original_name"
+        )
+    }
+
+
+def result_keys(case: EvalCase, results, keys: dict[int, tuple[str, ...]]) -> list[str]:
+    """Each result as the unit the case is judged in: its chunk when the case names chunks,
+    else its document under the first of its names the case expects (or its id)."""
+    if case.expected_chunks:
+        return [f"chunk:{r.chunk_id}" for r in results]
+    expected = set(case.expected_documents)
+    found = []
+    for r in results:
+        names = keys.get(r.document_id, ())
+        found.append(next((name for name in names if name in expected), f"document:{r.document_id}"))
+    return found
+
+
+def ranking(case: EvalCase, results, keys: dict[int, tuple[str, ...]]) -> tuple[list[str], frozenset[str]]:
+    if case.expected_chunks:
+        relevant = frozenset(f"chunk:{c}" for c in case.expected_chunks)
+    else:
+        relevant = frozenset(case.expected_documents)
+    # Several chunks of one document count once.
+    return dedupe(result_keys(case, results, keys)), relevant
+
+
+def first_rank(ranked: list[str], relevant: frozenset[str]) -> int | None:
+    return next((rank for rank, key in enumerate(ranked, 1) if key in relevant), None)
 
 
 def evaluate_bm25_baseline(*, dataset: Dataset, k: int) -> dict:

@@ -92,3 +92,77 @@ def test_bm25_baseline_ranks_the_matching_passage_first():
     index = BM25([(row["id"], row["title"] + row["text"]) for row in CORPUS])
     assert index.search("打印机卡纸怎么办", k=2)[0] == "D4"
     assert index.search("火星探测器", k=2) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_configuration_is_stored_as_a_run_with_a_row_per_question(tmp_path, milvus, database_tasks, media_root):
+    # given
+    from evaluation.models import EvalCaseResult, EvalRun, EvalSet, RunStatus
+
+    dataset = write_dataset(tmp_path)
+
+    # when
+    out = io.StringIO()
+    call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--build", "--k", "2",
+                 "--mode", "sparse", "--mode", "hybrid", stdout=out)
+
+    # then: the dataset became an evaluation set; each run has its rows, gold and rank
+    eval_set = EvalSet.objects.get(name=dataset.name)
+    assert eval_set.cases.count() == 3
+    runs = list(EvalRun.objects.order_by("id"))
+    assert [r.label for r in runs] == ["sparse", "hybrid"]
+    kb = KnowledgeBase.objects.get(slug="eval")
+    for run in runs:
+        assert run.status == RunStatus.SUCCEEDED and run.case_count == 3
+        assert run.version_number == kb.active_version.number and run.knowledge_base == kb
+        assert run.metrics["hit@2"] == 1.0 and run.latency_ms["p50"] > 0 and run.latency_ms["stages"]
+        assert f"run #{run.pk}" in out.getvalue()
+    row = EvalCaseResult.objects.get(run=runs[0], case_key="Q2")
+    assert row.gold == ["D2"] and row.gold_rank == 1 and row.retrieved[0]["key"] == "D2"
+    assert row.metrics["mrr@10"] == 1.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_set_can_be_evaluated_by_name_with_titles_as_gold(tmp_path, milvus, database_tasks, media_root):
+    # given: the KB built from the dataset, and a native set naming documents by title
+    from evaluation.models import EvalCaseResult
+
+    dataset = write_dataset(tmp_path)
+    call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--build", "--mode", "sparse",
+                 stdout=io.StringIO())
+    native = tmp_path / "native.csv"
+    native.write_text("编号,问题,期望文档\nN1,打印机卡纸怎么办？,打印机\nN2,今天天气如何？,\n", encoding="utf-8")
+    imported = io.StringIO()
+    call_command("import_eval_set", str(native), "--name", "native", "--kb", "eval", "--default", stdout=imported)
+
+    # when
+    out = io.StringIO()
+    call_command("evaluate_retrieval", "--eval-set", "native", "--kb", "eval", "--mode", "sparse", "--k", "1", stdout=out)
+
+    # then: the unanswerable question is not scored for retrieval; the titled one is found first
+    assert "2 cases (1 unanswerable)" in imported.getvalue() and "default of eval" in imported.getvalue()
+    assert "native: 1 queries" in out.getvalue()
+    row = EvalCaseResult.objects.get(case_key="N1")
+    assert row.gold == ["打印机"] and row.gold_rank == 1
+
+
+@pytest.mark.django_db
+def test_evaluate_retrieval_needs_a_dataset_or_a_set(tmp_path):
+    with pytest.raises(CommandError, match="--dataset"):
+        call_command("evaluate_retrieval", "--kb", "eval", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="评测集 missing 不存在"):
+        call_command("evaluate_retrieval", "--eval-set", "missing", "--kb", "evalkb", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="--build 需要 --dataset"):
+        call_command("evaluate_retrieval", "--eval-set", "missing", "--kb", "evalkb", "--build", stdout=io.StringIO())
+
+
+@pytest.mark.django_db
+def test_import_eval_set_reports_bad_files_and_missing_paths(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("question\n\n", encoding="utf-8")
+    with pytest.raises(CommandError, match="没有评测问题"):
+        call_command("import_eval_set", str(bad), stdout=io.StringIO())
+    with pytest.raises(CommandError, match="找不到路径"):
+        call_command("import_eval_set", str(tmp_path / "nope.csv"), stdout=io.StringIO())
+    with pytest.raises(CommandError, match="知识库 nokb 不存在"):
+        call_command("import_eval_set", str(bad), "--kb", "nokb", stdout=io.StringIO())

@@ -1,5 +1,8 @@
-"""manage.py evaluate_retrieval --dataset DIR --kb SLUG [--build [--embedding-model NAME]] [--mode …]
-[--fusion convex|rrf …] [--rerank] [--k 5] [--limit N] [--output FILE]"""
+"""manage.py evaluate_retrieval (--dataset DIR | --eval-set NAME) --kb SLUG [--build [--embedding-model NAME]]
+[--mode …] [--fusion convex|rrf …] [--rerank] [--k 5] [--limit N] [--output FILE]
+
+Every configuration is stored as an evaluation run with a row per question (admin: 评测运行).
+A --dataset is imported as the evaluation set of the same name (idempotently) first."""
 
 from __future__ import annotations
 
@@ -13,14 +16,19 @@ from knowledge.models import KnowledgeBase, Visibility
 from ragsite.errors import DomainError
 
 from ...datasets import DatasetError, load_dataset
-from ...runner import build_knowledge_base, evaluate_bm25_baseline, evaluate_mode
+from ...importers import read_shared_dataset
+from ...models import EvalSet
+from ...runner import build_knowledge_base, evaluate_bm25_baseline, evaluate_mode, retrieval_cases
+from ...services import import_eval_set
 
 
 class Command(BaseCommand):
     help = "评测检索质量：Recall@k、Hit@k、MRR@10、nDCG@10 与延迟，并与同一次运行中的 BM25 基线对比。"
 
     def add_arguments(self, parser):
-        parser.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.jsonl")
+        parser.add_argument("--dataset", help="folder with corpus.jsonl, queries.jsonl, qrels.jsonl")
+        parser.add_argument("--eval-set", help="a stored evaluation set (name); with --dataset: the name to "
+                            "import it under (default: the folder's name)")
         parser.add_argument("--kb", required=True, help="knowledge base slug")
         parser.add_argument("--build", action="store_true", help="load the corpus as documents (idempotent) and publish")
         parser.add_argument("--mode", action="append", choices=["dense", "sparse", "hybrid"],
@@ -40,10 +48,17 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["k"] < 1:
             raise CommandError("--k 必须 ≥ 1。")
-        try:
-            dataset = load_dataset(Path(options["dataset"]), limit=options["limit"])
-        except DatasetError as exc:
-            raise CommandError(str(exc)) from exc
+        if not options["dataset"] and not options["eval_set"]:
+            raise CommandError("请给出 --dataset（共享评测集目录）或 --eval-set（已导入的评测集名称）。")
+        dataset = None
+        if options["dataset"]:
+            try:
+                dataset = load_dataset(Path(options["dataset"]), limit=options["limit"])
+            except DatasetError as exc:
+                raise CommandError(str(exc)) from exc
+        elif options["build"]:
+            raise CommandError("--build 需要 --dataset（语料来自数据集目录）。")
+        stored = self._eval_set(options, None) if dataset is None else None
         kb = KnowledgeBase.objects.filter(slug=options["kb"]).first()
         if kb is None:
             if not options["build"]:
@@ -61,8 +76,12 @@ class Command(BaseCommand):
                 f"知识库 {kb.slug} 使用向量模型 {kb.embedding_model}，创建后不能更改（换一个 --kb）。"
             )
 
-        report: dict = {"dataset": dataset.name, "kb": kb.slug, "k": options["k"], "queries": len(dataset.queries),
-                        "corpus": len(dataset.corpus), "embedding_model": kb.embedding_model,
+        eval_set = stored or self._eval_set(options, dataset)
+        judged = len(retrieval_cases(eval_set))
+        queries = min(judged, options["limit"]) if options["limit"] else judged
+        report: dict = {"dataset": dataset.name if dataset else eval_set.name, "eval_set": eval_set.name,
+                        "kb": kb.slug, "k": options["k"], "queries": queries,
+                        "corpus": len(dataset.corpus) if dataset else None, "embedding_model": kb.embedding_model,
                         "text_analysis": kb.text_analysis}
         if options["build"]:
             build = build_knowledge_base(kb=kb, dataset=dataset)
@@ -78,28 +97,42 @@ class Command(BaseCommand):
         runs = []
         for mode in modes:
             for fusion in fusions if mode == "hybrid" else [None]:
-                common = {"kb": kb, "dataset": dataset, "mode": mode, "k": options["k"],
-                          "candidate_k": options["candidate_k"], "fusion": fusion}
+                common = {"kb": kb, "eval_set": eval_set, "mode": mode, "k": options["k"],
+                          "candidate_k": options["candidate_k"], "fusion": fusion, "limit": options["limit"]}
                 runs.append(evaluate_mode(**common))
                 if options["rewrite"]:
                     runs.append(evaluate_mode(**common, enable_rewrite=True))
                 if options["rerank"]:
                     runs.append(evaluate_mode(**common, enable_rerank=True))
-        baseline = evaluate_bm25_baseline(dataset=dataset, k=options["k"])
         report["runs"] = runs
-        report["baseline"] = baseline
+        # Plain BM25 over the corpus files: only a dataset folder has them.
+        report["baseline"] = evaluate_bm25_baseline(dataset=dataset, k=options["k"]) if dataset else None
         self._print(report)
         if options["output"]:
             Path(options["output"]).write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
             self.stdout.write(f"wrote {options['output']}")
 
+    def _eval_set(self, options, dataset) -> EvalSet:
+        if dataset is None:
+            eval_set = EvalSet.objects.filter(name=options["eval_set"]).first()
+            if eval_set is None:
+                raise CommandError(f"评测集 {options['eval_set']} 不存在（用 import_eval_set 导入，或给出 --dataset）。")
+            return eval_set
+        try:
+            cases = read_shared_dataset(Path(options["dataset"]))
+        except DomainError as error:
+            raise CommandError(str(error.message)) from error
+        outcome = import_eval_set(name=options["eval_set"] or dataset.name, cases=cases, source=str(options["dataset"]))
+        return outcome.eval_set
+
     def _print(self, report: dict) -> None:
         k = report["k"]
         header = f"{'run':<26} {'recall@'+str(k):>9} {'hit@'+str(k):>7} {'mrr@10':>7} {'ndcg@10':>8} {'p50 ms':>8} {'p95 ms':>8}"
-        self.stdout.write(f"{report['dataset']}: {report['queries']} queries, {report['corpus']} passages, "
+        corpus = f"{report['corpus']} passages, " if report["corpus"] is not None else ""
+        self.stdout.write(f"{report['dataset']}: {report['queries']} queries, {corpus}"
                           f"{report['embedding_model']}, {report['text_analysis']}")
         self.stdout.write(header)
-        for run in [*report["runs"], report["baseline"]]:
+        for run in [*report["runs"], *([report["baseline"]] if report["baseline"] else [])]:
             name = (run["mode"] + (f"({run['fusion']})" if run.get("fusion") else "")
                     + ("+rewrite" if run.get("rewrite") else "") + ("+rerank" if run.get("rerank") else ""))
             if run.get("notes"):
@@ -108,4 +141,5 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{name:<26} {m[f'recall@{k}']:>9.4f} {m[f'hit@{k}']:>7.4f} {m['mrr@10']:>7.4f} {m['ndcg@10']:>8.4f} "
                 f"{run['latency_ms']['p50']:>8.2f} {run['latency_ms']['p95']:>8.2f}"
+                + (f"  run #{run['run_id']}" if run.get("run_id") else "")
             )

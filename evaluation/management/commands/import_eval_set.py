@@ -1,0 +1,53 @@
+"""manage.py import_eval_set PATH --name NAME [--kb SLUG] [--default]
+
+PATH is a folder in the shared layout (queries.jsonl + qrels.jsonl) or a JSONL / CSV / XLSX file
+in the knowledge-base-native layout (see evaluation/importers.py). Importing again replaces the
+set's cases by key: the same file twice changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from knowledge.models import KnowledgeBase
+from ragsite.errors import DomainError
+
+from ...importers import read_native_file, read_shared_dataset
+from ...services import import_eval_set
+
+
+class Command(BaseCommand):
+    help = "导入评测集（共享评测集目录，或 JSONL / CSV / XLSX 文件）。"
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", help="shared-layout folder, or a .jsonl / .csv / .xlsx file")
+        parser.add_argument("--name", help="evaluation set name (default: the folder or file name)")
+        parser.add_argument("--kb", help="knowledge base slug the set belongs to")
+        parser.add_argument("--default", action="store_true", help="make it the knowledge base's default set")
+        parser.add_argument("--description", default="")
+
+    def handle(self, *args, **options):
+        path = Path(options["path"])
+        if not path.exists():
+            raise CommandError(f"找不到路径：{path}")
+        kb = None
+        if options["kb"]:
+            kb = KnowledgeBase.objects.filter(slug=options["kb"]).first()
+            if kb is None:
+                raise CommandError(f"知识库 {options['kb']} 不存在。")
+        try:
+            cases = read_shared_dataset(path) if path.is_dir() else read_native_file(path.name, path.read_bytes())
+            outcome = import_eval_set(
+                name=options["name"] or (path.name if path.is_dir() else path.stem), cases=cases, source=str(path),
+                knowledge_base=kb, default=options["default"], description=options["description"],
+            )
+        except DomainError as error:
+            raise CommandError(str(error.message)) from error
+        eval_set = outcome.eval_set
+        unanswerable = eval_set.cases.filter(answerable=False).count()
+        self.stdout.write(
+            f"{eval_set.name}: {eval_set.cases.count()} cases ({unanswerable} unanswerable) — created {outcome.created}, "
+            f"updated {outcome.updated}, removed {outcome.removed}, unchanged {outcome.unchanged}"
+            + (f"; default of {kb.slug}" if eval_set.is_default and kb else "")
+        )
