@@ -103,7 +103,7 @@ class EvalRunAdmin(admin.ModelAdmin):
     list_filter = ["eval_set", "kind", "status", "knowledge_base"]
     search_fields = ["label", "git_revision"]
     readonly_fields = ["eval_set", "kind", "label", "knowledge_base", "version_number", "status", "error", "config_table",
-                       "metric_table", "latency_table", "case_count", "provider", "embedding_model", "git_revision",
+                       "metric_table", "latency_table", "usage_table", "case_count", "provider", "embedding_model", "git_revision",
                        "created_by", "started_at", "finished_at", "case_rows"]
     fields = readonly_fields
 
@@ -139,6 +139,14 @@ class EvalRunAdmin(admin.ModelAdmin):
         rows = [(_("总计"), latency.get("p50", "—"), latency.get("p95", "—"))]
         rows += [(stage, v.get("p50", "—"), v.get("p95", "—")) for stage, v in (latency.get("stages") or {}).items()]
         return _table([_("阶段"), "p50", "p95"], rows)
+
+    @admin.display(description=gettext_lazy("模型调用与费用（每 1,000 个问题）"))
+    def usage_table(self, run: EvalRun):
+        usage = run.usage or {}
+        calls, tokens = usage.get("calls_per_1000") or {}, usage.get("tokens_per_1000") or {}
+        rows = [(kind, calls[kind], tokens.get(kind, 0)) for kind in sorted(calls)]
+        rows.append((_("估算费用"), "", usage.get("cost_per_1000", 0)))
+        return _table([_("调用"), _("次数"), _("token")], rows)
 
     @admin.display(description=gettext_lazy("逐题结果"))
     def case_rows(self, run: EvalRun):

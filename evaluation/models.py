@@ -95,6 +95,9 @@ class EvalRun(models.Model):
     config = models.JSONField(_("运行参数"), default=dict, blank=True)
     metrics = models.JSONField(_("指标"), default=dict, blank=True)
     latency_ms = models.JSONField(_("延迟 (ms)"), default=dict, blank=True)
+    usage = models.JSONField(
+        _("模型调用与费用"), default=dict, blank=True, help_text=_("每 1,000 个问题的调用次数、token 数与估算费用。")
+    )
     case_count = models.PositiveIntegerField(_("问题数"), default=0)
     provider = models.CharField(_("模型服务"), max_length=40, blank=True)
     embedding_model = models.CharField(_("向量模型"), max_length=120, blank=True)

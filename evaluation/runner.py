@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.conf import settings
 
 from django.core.files.base import ContentFile
 
@@ -11,6 +14,7 @@ from knowledge import bulk
 from knowledge import services as knowledge_services
 from knowledge.models import Document, DocumentStatus, KnowledgeBase
 from retrieval.contracts import RetrievalRequest
+from engines.tokens import count_tokens
 from retrieval.factory import build_retrieval_service
 
 from . import services
@@ -90,6 +94,7 @@ def evaluate_mode(
     fusion: str | None = None,
     limit: int | None = None,
     actor=None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict:
     """One retrieval configuration over the set's cases that name their evidence, stored as an
     `EvalRun` with a row per case; returns the report row (the run's id included)."""
@@ -99,13 +104,15 @@ def evaluate_mode(
     if limit is not None:
         cases = cases[:limit]
     top_k = max(k, 10)
-    label = run_label(mode=mode, fusion=fusion, rewrite=enable_rewrite, rerank=enable_rerank)
+    label = run_label(mode=mode, fusion=fusion, rewrite=enable_rewrite, rerank=enable_rerank,
+                      parent_expansion=enable_parent_expansion)
     config = {"mode": mode, "k": k, "top_k": top_k, "candidate_k": max(candidate_k, top_k), "fusion": fusion,
               "rewrite": enable_rewrite, "rerank": enable_rerank, "parent_expansion": enable_parent_expansion}
     run = services.start_run(eval_set=eval_set, label=label, knowledge_base=kb, version=kb.active_version,
                              config=config, actor=actor)
     try:
         outcomes, rankings, latencies, stages = [], [], [], {}
+        usage = Usage()
         degradations = 0
         notes: set[str] = set()
         fusions: set[str] = set()
@@ -126,6 +133,9 @@ def evaluate_mode(
             for timing in response.trace.stage_timings:
                 stages.setdefault(timing.stage, []).append(timing.elapsed_ms)
             latencies.append(elapsed)
+            usage.add(service=service, kb=kb, question=case.question, response=response)
+            if progress is not None:
+                progress(len(latencies), len(cases))
             degradations += bool(response.trace.degradations)
             ranked, relevant = ranking(case, response.results, keys)
             rankings.append((ranked, relevant))
@@ -146,7 +156,8 @@ def evaluate_mode(
             "stages": {stage: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2)}
                        for stage, v in sorted(stages.items())},
         }
-        services.finish_run(run=run, outcomes=outcomes, metrics=metrics, latency_ms=latency)
+        services.finish_run(run=run, outcomes=outcomes, metrics=metrics, latency_ms=latency,
+                            usage=usage.per_thousand(len(cases)))
     except BaseException as exc:
         services.fail_run(run=run, error=f"{type(exc).__name__}: {exc}")
         raise
@@ -160,7 +171,69 @@ def evaluate_mode(
         "metrics": metrics,
         "latency_ms": latency,
         "degraded_queries": degradations,
+        "usage": usage.per_thousand(len(cases)),
     }
+
+
+@dataclass
+class Usage:
+    """Model calls and their tokens over a run, priced from RAG_MODEL_PRICES (per 1,000 tokens,
+    in the provider's currency); local models cost nothing. Counted from each trace: a query
+    embedding per dense channel, one rewrite or HyDE generation when it ran, one rerank call
+    over the reranked candidates."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)
+    cost: float = 0.0
+
+    def add(self, *, service, kb: KnowledgeBase, question: str, response) -> None:
+        trace = response.trace
+        question_tokens = count_tokens(question)
+        variants = {label: text for label, text in zip(("original", "rewrite"), trace.query_variants)}
+        for timing in trace.stage_timings:
+            if timing.stage.startswith("channel:dense:"):
+                label = timing.stage.removeprefix("channel:dense:")
+                self._charge(kb.embedding_model, "embedding", count_tokens(variants.get(label, question)), 0)
+            if timing.stage == "channel:dense:hyde" and service.hyde_model is not None:
+                self._charge(service.hyde_model.name, "hyde", question_tokens + PROMPT_TOKENS, ANSWER_TOKENS)
+            if timing.stage == "rewrite" and service.rewriter.name != "none":
+                self._charge(service.rewriter.name, "rewrite", question_tokens + PROMPT_TOKENS, question_tokens)
+        reranked = trace.candidate_counts.get("reranked", 0)
+        if reranked and service.reranker is not None:
+            passage = sum(count_tokens(r.matched_content) for r in response.results) / max(len(response.results), 1)
+            self._charge(service.reranker.name, "rerank", int(reranked * (question_tokens + passage)), 0)
+
+    def _charge(self, model: str, kind: str, tokens_in: int, tokens_out: int) -> None:
+        self.calls[kind] = self.calls.get(kind, 0) + 1
+        self.tokens[kind] = self.tokens.get(kind, 0) + tokens_in + tokens_out
+        price = (settings.RAG_MODEL_PRICES or {}).get(model) or {}
+        self.cost += tokens_in / 1000 * float(price.get("input", 0.0)) + tokens_out / 1000 * float(price.get("output", 0.0))
+
+    def per_thousand(self, questions: int) -> dict:
+        scale = 1000 / questions if questions else 0.0
+        return {
+            "calls_per_1000": {kind: round(n * scale, 1) for kind, n in sorted(self.calls.items())},
+            "tokens_per_1000": {kind: round(n * scale) for kind, n in sorted(self.tokens.items())},
+            "cost_per_1000": round(self.cost * scale, 4),
+        }
+
+
+# Rough sizes of a rewrite / HyDE prompt's fixed part and of a generated passage, in tokens.
+PROMPT_TOKENS = 120
+ANSWER_TOKENS = 150
+
+
+# dense, sparse, hybrid with every stage, then hybrid without one stage at a time, and with
+# parent expansion (seed 001 §7: Small2Big does not change chunk ranks; measured for its cost).
+ABLATION = (
+    ("dense", {"mode": "dense"}),
+    ("sparse", {"mode": "sparse"}),
+    ("hybrid", {"mode": "hybrid", "enable_rewrite": True, "enable_rerank": True}),
+    ("hybrid − rewrite", {"mode": "hybrid", "enable_rewrite": False, "enable_rerank": True}),
+    ("hybrid − rerank", {"mode": "hybrid", "enable_rewrite": True, "enable_rerank": False}),
+    ("hybrid + parent expansion", {"mode": "hybrid", "enable_rewrite": True, "enable_rerank": True,
+                                   "enable_parent_expansion": True}),
+)
 
 
 def retrieval_cases(eval_set: EvalSet) -> list[EvalCase]:
@@ -171,8 +244,9 @@ def retrieval_cases(eval_set: EvalSet) -> list[EvalCase]:
     ]
 
 
-def run_label(*, mode: str, fusion: str | None, rewrite: bool, rerank: bool) -> str:
-    return mode + (f"({fusion})" if fusion else "") + ("+rewrite" if rewrite else "") + ("+rerank" if rerank else "")
+def run_label(*, mode: str, fusion: str | None, rewrite: bool, rerank: bool, parent_expansion: bool = False) -> str:
+    return (mode + (f"({fusion})" if fusion else "") + ("+rewrite" if rewrite else "") + ("+rerank" if rerank else "")
+            + ("+parents" if parent_expansion else ""))
 
 
 def document_keys(*, kb: KnowledgeBase) -> dict[int, tuple[str, ...]]:

@@ -124,7 +124,7 @@ def start_run(
 
 @transaction.atomic
 def finish_run(
-    *, run: EvalRun, outcomes: Sequence[CaseOutcome], metrics: dict, latency_ms: dict,
+    *, run: EvalRun, outcomes: Sequence[CaseOutcome], metrics: dict, latency_ms: dict, usage: dict | None = None,
 ) -> EvalRun:
     EvalCaseResult.objects.bulk_create(
         [
@@ -139,10 +139,11 @@ def finish_run(
     )
     run.metrics = metrics
     run.latency_ms = latency_ms
+    run.usage = usage or {}
     run.case_count = len(outcomes)
     run.status = RunStatus.SUCCEEDED
     run.finished_at = timezone.now()
-    run.save(update_fields=["metrics", "latency_ms", "case_count", "status", "finished_at"])
+    run.save(update_fields=["metrics", "latency_ms", "usage", "case_count", "status", "finished_at"])
     return run
 
 

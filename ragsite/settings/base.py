@@ -245,6 +245,9 @@ OPENAI_API_KEY = env("OPENAI_API_KEY", default="")
 RAG_CHAT_MODEL = env("RAG_CHAT_MODEL", default="")
 RAG_REWRITE_MODEL = env("RAG_REWRITE_MODEL", default="")
 RAG_RERANK_MODEL = env("RAG_RERANK_MODEL", default="")
+# List prices for the cost estimates of evaluation runs: {"model": {"input": x, "output": y}}, per
+# 1,000 tokens in the provider's currency, e.g. '{"text-embedding-v3": {"input": 0.0005}}'.
+RAG_MODEL_PRICES = env.json("RAG_MODEL_PRICES", default={})
 RAG_VISION_MODEL = env("RAG_VISION_MODEL", default="")
 RAG_PROVIDER_TIMEOUT_SECONDS = env.float("RAG_PROVIDER_TIMEOUT_SECONDS", default=30.0)
 RAG_PROVIDER_MAX_RETRIES = env.int("RAG_PROVIDER_MAX_RETRIES", default=2)

@@ -166,3 +166,79 @@ def test_import_eval_set_reports_bad_files_and_missing_paths(tmp_path):
         call_command("import_eval_set", str(tmp_path / "nope.csv"), stdout=io.StringIO())
     with pytest.raises(CommandError, match="知识库 nokb 不存在"):
         call_command("import_eval_set", str(bad), "--kb", "nokb", stdout=io.StringIO())
+
+
+class CountingRewriter:
+    name = "fake-rewrite"
+
+    def __init__(self):
+        self.calls = 0
+
+    def rewrite(self, question):
+        self.calls += 1
+        return question + " 相关规定"
+
+
+class CountingReranker:
+    name = "fake-rerank"
+
+    def __init__(self):
+        self.calls = 0
+
+    def rerank(self, query, documents, *, top_n):
+        from engines.ports import RerankScore
+
+        self.calls += 1
+        return [RerankScore(index=i, score=1.0 - i / 100) for i in range(min(top_n, len(documents)))]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_ablation_switches_each_stage_off_for_real_and_prices_the_calls(
+    tmp_path, milvus, database_tasks, media_root, monkeypatch, settings
+):
+    # given: a rewriter and a reranker that count their calls, and list prices for them
+    from evaluation import runner
+    from evaluation.models import EvalRun
+
+    settings.RAG_MODEL_PRICES = {"fake-rerank": {"input": 0.002}, "fake-rewrite": {"input": 0.001, "output": 0.002}}
+    dataset = write_dataset(tmp_path)
+    call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--build", "--mode", "sparse",
+                 stdout=io.StringIO())
+    rewriter, reranker, calls_by_run = CountingRewriter(), CountingReranker(), {}
+    real_build = runner.build_retrieval_service
+
+    def build(kb):
+        service = real_build(kb)
+        service.rewriter, service.reranker = rewriter, reranker
+        return service
+
+    monkeypatch.setattr(runner, "build_retrieval_service", build)
+    real_evaluate = runner.evaluate_mode
+
+    def evaluate(**kwargs):
+        before = (rewriter.calls, reranker.calls)
+        report = real_evaluate(**kwargs)
+        calls_by_run[report["run_id"]] = (rewriter.calls - before[0], reranker.calls - before[1])
+        return report
+
+    from evaluation.management.commands import evaluate_retrieval as command
+
+    monkeypatch.setattr(command, "evaluate_mode", evaluate)
+
+    # when
+    out = io.StringIO()
+    call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--ablation", stdout=out)
+
+    # then: each configuration called exactly the stages it names, three questions each
+    runs = {run.label: run for run in EvalRun.objects.order_by("id")[1:]}
+    assert list(runs) == ["dense", "sparse", "hybrid+rewrite+rerank", "hybrid+rerank", "hybrid+rewrite",
+                          "hybrid+rewrite+rerank+parents"]
+    assert [calls_by_run[run.pk] for run in runs.values()] == [(0, 0), (0, 0), (3, 3), (0, 3), (3, 0), (3, 3)]
+    assert not any(s.startswith("channel:sparse") for s in runs["dense"].latency_ms["stages"])
+    assert not any(s.startswith("channel:dense") for s in runs["sparse"].latency_ms["stages"])
+    assert runs["hybrid+rewrite"].usage["calls_per_1000"]["rewrite"] == 1000.0
+    assert "rerank" not in runs["hybrid+rewrite"].usage["calls_per_1000"]
+    assert runs["hybrid+rewrite+rerank"].usage["cost_per_1000"] > runs["hybrid+rerank"].usage["cost_per_1000"] > 0
+    assert runs["dense"].usage["cost_per_1000"] == 0.0  # the local embedder has no price
+    report = out.getvalue()
+    assert "hybrid − rewrite" in report and "hybrid + parent expansion" in report and "stage p50/p95 ms" in report

@@ -1,5 +1,5 @@
 """manage.py evaluate_retrieval (--dataset DIR | --eval-set NAME) --kb SLUG [--build [--embedding-model NAME]]
-[--mode …] [--fusion convex|rrf …] [--rerank] [--k 5] [--limit N] [--output FILE]
+[--mode …] [--fusion convex|rrf …] [--rerank] [--ablation] [--k 5] [--limit N] [--output FILE]
 
 Every configuration is stored as an evaluation run with a row per question (admin: 评测运行).
 A --dataset is imported as the evaluation set of the same name (idempotently) first."""
@@ -18,7 +18,7 @@ from ragsite.errors import DomainError
 from ...datasets import DatasetError, load_dataset
 from ...importers import read_shared_dataset
 from ...models import EvalSet
-from ...runner import build_knowledge_base, evaluate_bm25_baseline, evaluate_mode, retrieval_cases
+from ...runner import ABLATION, build_knowledge_base, evaluate_bm25_baseline, evaluate_mode, retrieval_cases, run_label
 from ...services import import_eval_set
 
 
@@ -43,6 +43,9 @@ class Command(BaseCommand):
         parser.add_argument("--embedding-model", help="with --build on a new knowledge base: its embedding "
                             "model (default RAG_EMBEDDING_MODEL), e.g. local-hash-lexical-v1")
         parser.add_argument("--embedding-dimension", type=int, help="for a remote --embedding-model")
+        parser.add_argument("--ablation", action="store_true",
+                            help="dense, sparse, hybrid, hybrid − rewrite, hybrid − rerank, hybrid + parent expansion "
+                            "(instead of --mode / --rewrite / --rerank)")
         parser.add_argument("--output", help="write the report as JSON to this file")
 
     def handle(self, *args, **options):
@@ -92,18 +95,12 @@ class Command(BaseCommand):
         if kb.active_version_id is None:
             raise CommandError("知识库没有生效版本，无法评测（加 --build）。")
 
-        modes = options["mode"] or ["dense", "sparse", "hybrid"]
-        fusions = options["fusion"] or [None]
         runs = []
-        for mode in modes:
-            for fusion in fusions if mode == "hybrid" else [None]:
-                common = {"kb": kb, "eval_set": eval_set, "mode": mode, "k": options["k"],
-                          "candidate_k": options["candidate_k"], "fusion": fusion, "limit": options["limit"]}
-                runs.append(evaluate_mode(**common))
-                if options["rewrite"]:
-                    runs.append(evaluate_mode(**common, enable_rewrite=True))
-                if options["rerank"]:
-                    runs.append(evaluate_mode(**common, enable_rerank=True))
+        for name, config in self._configurations(options):
+            runs.append({"name": name, **evaluate_mode(
+                kb=kb, eval_set=eval_set, k=options["k"], candidate_k=options["candidate_k"], limit=options["limit"],
+                progress=self._progress(name), **config,
+            )})
         report["runs"] = runs
         # Plain BM25 over the corpus files: only a dataset folder has them.
         report["baseline"] = evaluate_bm25_baseline(dataset=dataset, k=options["k"]) if dataset else None
@@ -111,6 +108,38 @@ class Command(BaseCommand):
         if options["output"]:
             Path(options["output"]).write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
             self.stdout.write(f"wrote {options['output']}")
+
+    def _configurations(self, options) -> list[tuple[str, dict]]:
+        if options["ablation"]:
+            fusion = (options["fusion"] or [None])[0]
+            return [(name, {**config, "fusion": fusion if config["mode"] == "hybrid" else None}) for name, config in ABLATION]
+        found = []
+        for mode in options["mode"] or ["dense", "sparse", "hybrid"]:
+            for fusion in (options["fusion"] or [None]) if mode == "hybrid" else [None]:
+                base = {"mode": mode, "fusion": fusion}
+                found.append((run_label(mode=mode, fusion=fusion, rewrite=False, rerank=False), base))
+                if options["rewrite"]:
+                    found.append((run_label(mode=mode, fusion=fusion, rewrite=True, rerank=False),
+                                  {**base, "enable_rewrite": True}))
+                if options["rerank"]:
+                    found.append((run_label(mode=mode, fusion=fusion, rewrite=False, rerank=True),
+                                  {**base, "enable_rerank": True}))
+        return found
+
+    def _progress(self, name: str):
+        """A progress bar on a terminal; nothing when the output is a file or a pipe."""
+        stream = self.stderr._out
+        if not stream.isatty():
+            return None
+
+        def show(done: int, total: int) -> None:
+            filled = int(30 * done / total) if total else 30
+            stream.write(f"\r{name:<28} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+            if done >= total:
+                stream.write("\n")
+            stream.flush()
+
+        return show
 
     def _eval_set(self, options, dataset) -> EvalSet:
         if dataset is None:
@@ -127,19 +156,32 @@ class Command(BaseCommand):
 
     def _print(self, report: dict) -> None:
         k = report["k"]
-        header = f"{'run':<26} {'recall@'+str(k):>9} {'hit@'+str(k):>7} {'mrr@10':>7} {'ndcg@10':>8} {'p50 ms':>8} {'p95 ms':>8}"
+        header = (f"{'run':<34} {'recall@'+str(k):>9} {'hit@'+str(k):>7} {'mrr@10':>7} {'ndcg@10':>8} {'p50 ms':>8} "
+                  f"{'p95 ms':>8} {'calls/1k':>9} {'cost/1k':>8}")
         corpus = f"{report['corpus']} passages, " if report["corpus"] is not None else ""
         self.stdout.write(f"{report['dataset']}: {report['queries']} queries, {corpus}"
                           f"{report['embedding_model']}, {report['text_analysis']}")
         self.stdout.write(header)
         for run in [*report["runs"], *([report["baseline"]] if report["baseline"] else [])]:
-            name = (run["mode"] + (f"({run['fusion']})" if run.get("fusion") else "")
-                    + ("+rewrite" if run.get("rewrite") else "") + ("+rerank" if run.get("rerank") else ""))
+            name = run.get("name") or run["mode"]
+            if run.get("fusion"):
+                name += f" [{run['fusion']}]"
             if run.get("notes"):
                 name += " [" + ",".join(run["notes"]) + "]"
             m = run["metrics"]
+            usage = run.get("usage") or {}
+            calls = sum((usage.get("calls_per_1000") or {}).values()) if usage else None
             self.stdout.write(
-                f"{name:<26} {m[f'recall@{k}']:>9.4f} {m[f'hit@{k}']:>7.4f} {m['mrr@10']:>7.4f} {m['ndcg@10']:>8.4f} "
-                f"{run['latency_ms']['p50']:>8.2f} {run['latency_ms']['p95']:>8.2f}"
+                f"{name:<34} {m[f'recall@{k}']:>9.4f} {m[f'hit@{k}']:>7.4f} {m['mrr@10']:>7.4f} {m['ndcg@10']:>8.4f} "
+                f"{run['latency_ms']['p50']:>8.2f} {run['latency_ms']['p95']:>8.2f} "
+                f"{calls if calls is not None else '—':>9} {usage.get('cost_per_1000', '—'):>8}"
                 + (f"  run #{run['run_id']}" if run.get("run_id") else "")
             )
+        stages = sorted({stage for run in report["runs"] for stage in run["latency_ms"].get("stages", {})})
+        if stages:
+            self.stdout.write("")
+            self.stdout.write(f"{'stage p50/p95 ms':<34} " + " ".join(f"{stage[:16]:>17}" for stage in stages))
+            for run in report["runs"]:
+                timings = run["latency_ms"]["stages"]
+                cells = [f"{timings[s]['p50']:.1f}/{timings[s]['p95']:.1f}" if s in timings else "—" for s in stages]
+                self.stdout.write(f"{run.get('name', run['mode']):<34} " + " ".join(f"{c:>17}" for c in cells))
