@@ -92,8 +92,10 @@ def metric_cells(metrics: dict) -> list[tuple[str, str]]:
         prefix = name.split("@")[0]
         return (METRIC_ORDER.index(prefix) if prefix in METRIC_ORDER else len(METRIC_ORDER), name)
 
+    # Distributions and the calibration table have tables of their own.
     return [(name, f"{value:.4f}" if isinstance(value, float) else str(value))
-            for name, value in sorted(metrics.items(), key=lambda item: order(item[0]))]
+            for name, value in sorted(metrics.items(), key=lambda item: order(item[0]))
+            if isinstance(value, (int, float))]
 
 
 @admin.register(EvalRun)
@@ -103,7 +105,7 @@ class EvalRunAdmin(admin.ModelAdmin):
     list_filter = ["eval_set", "kind", "status", "knowledge_base"]
     search_fields = ["label", "git_revision"]
     readonly_fields = ["eval_set", "kind", "label", "knowledge_base", "version_number", "status", "error", "config_table",
-                       "metric_table", "latency_table", "usage_table", "case_count", "provider", "embedding_model", "git_revision",
+                       "metric_table", "distribution_table", "calibration_table", "latency_table", "usage_table", "case_count", "provider", "embedding_model", "git_revision",
                        "created_by", "started_at", "finished_at", "case_rows"]
     fields = readonly_fields
 
@@ -132,6 +134,19 @@ class EvalRunAdmin(admin.ModelAdmin):
     @admin.display(description=gettext_lazy("指标"))
     def metric_table(self, run: EvalRun):
         return _table([_("指标"), _("值")], metric_cells(run.metrics))
+
+    @admin.display(description=gettext_lazy("路由与命中类型"))
+    def distribution_table(self, run: EvalRun):
+        metrics = run.metrics or {}
+        rows = [(_("路由"), name, count) for name, count in sorted((metrics.get("routes") or {}).items())]
+        rows += [(_("命中类型"), name, count) for name, count in sorted((metrics.get("hit_types") or {}).items())]
+        return _table([_("分布"), _("取值"), _("次数")], rows) if rows else "—"
+
+    @admin.display(description=gettext_lazy("置信度校准"))
+    def calibration_table(self, run: EvalRun):
+        rows = [(row["level"], row["count"], row["answerable"], f"{row['accuracy']:.2%}")
+                for row in (run.metrics or {}).get("calibration") or []]
+        return _table([_("置信度"), _("问题数"), _("可回答"), _("正确率")], rows) if rows else "—"
 
     @admin.display(description=gettext_lazy("延迟 (ms)"))
     def latency_table(self, run: EvalRun):

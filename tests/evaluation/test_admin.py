@@ -83,3 +83,20 @@ def test_a_csv_is_imported_from_the_admin_and_a_bad_one_is_refused_with_its_row(
     eval_set = EvalSet.objects.get(name="hr")
     assert eval_set.is_default and eval_set.knowledge_base == kb
     assert list(eval_set.cases.values_list("question", "expected_documents", "answers")) == [("年假几天？", ["员工手册"], ["十五天"])]
+
+
+def test_an_answers_run_page_shows_routes_and_the_calibration_table(admin_client_logged_in, finished_run):
+    # given
+    from evaluation.models import EvalRun
+
+    EvalRun.objects.filter(pk=finished_run.pk).update(kind="answers", metrics={
+        "containment": 0.5, "routes": {"rag": 2}, "hit_types": {"rag": 1, "insufficient_context": 1},
+        "calibration": [{"level": "high", "count": 1, "accuracy": 1.0, "answerable": 1},
+                        {"level": "low", "count": 1, "accuracy": 0.0, "answerable": 1}],
+    })
+
+    # when
+    page = admin_client_logged_in.get(reverse("admin:evaluation_evalrun_change", args=[finished_run.pk])).content.decode()
+
+    # then
+    assert "insufficient_context" in page and "100.00%" in page and "0.00%" in page and "containment" in page

@@ -1,0 +1,135 @@
+"""Answer evaluation: each case through the full RAGService, the code behind POST /api/chat.
+
+Per answerable case (citation markers stripped, whitespace ignored):
+  containment        the answer contains any reference answer
+  citation validity  a cited source's text contains a reference answer (the citation supports it)
+  declined           the turn said the documents do not answer (insufficient context, out of scope)
+Per unanswerable case: declined is the right outcome (insufficient-context rate).
+Calibration: for each `answer_confidence` level, how often the turn was right (answerable:
+containment; unanswerable: declined) — a reliability table staff can read as "high means right".
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from django.contrib.auth import get_user_model
+
+from chat.contracts import ChatQuery, Requester, TurnResult
+from chat.pipeline.rag import RAGService
+from knowledge.models import KnowledgeBase
+
+from . import services
+from .metrics import percentile
+from .models import EvalCase, EvalSet, RunKind
+
+INSUFFICIENT = "根据当前知识库无法确定"
+LEVELS = ("high", "medium", "low")
+_MARKER = re.compile(r"\[来源 \d+\]\(citation://\d+\)|\[来源 \d+\]")
+EVAL_USER = "evaluation"
+
+
+def squash(text: str) -> str:
+    return re.sub(r"\s+", "", text or "")
+
+
+def contains_any(text: str, answers: Sequence[str]) -> bool:
+    haystack = squash(_MARKER.sub("", text))
+    return any(squash(answer) and squash(answer) in haystack for answer in answers)
+
+
+def declined(result: TurnResult) -> bool:
+    return (
+        result.hit_type == "insufficient_context"
+        or result.intent.intent == "OUT_OF_SCOPE"
+        or INSUFFICIENT in result.answer
+    )
+
+
+def judge(case: EvalCase, result: TurnResult) -> dict:
+    """One case's answer metrics (1.0 / 0.0, so that averages are rates)."""
+    refused = declined(result)
+    if not case.answerable:
+        return {"declined": float(refused), "correct": float(refused)}
+    cited = [c for c in result.citations if c.cited] or list(result.citations)
+    contained = contains_any(result.answer, case.answers) if case.answers else False
+    supported = any(contains_any(c.text, case.answers) for c in cited) if case.answers else False
+    return {"containment": float(contained), "citation_valid": float(supported), "declined": float(refused),
+            "correct": float(contained)}
+
+
+def evaluate_answers(
+    *, kb: KnowledgeBase, eval_set: EvalSet, limit: int | None = None, actor=None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """Every case of the set through RAGService, stored as an answers run with a row per case."""
+    cases = list(eval_set.cases.order_by("ordinal", "id"))
+    if limit is not None:
+        cases = cases[:limit]
+    user, _created = get_user_model().objects.get_or_create(username=EVAL_USER, defaults={"is_staff": True})
+    service = RAGService()
+    run = services.start_run(eval_set=eval_set, kind=RunKind.ANSWERS, label="rag", knowledge_base=kb,
+                             version=kb.active_version, config={"limit": limit}, actor=actor)
+    try:
+        outcomes, latencies = [], []
+        routes, hit_types = Counter(), Counter()
+        for number, case in enumerate(cases, 1):
+            started = time.perf_counter()
+            result = service.answer(query=ChatQuery(knowledge_base_id=kb.slug, question=case.question),
+                                    requester=Requester(user))
+            elapsed = (time.perf_counter() - started) * 1000
+            latencies.append(elapsed)
+            routes[result.route] += 1
+            hit_types[result.hit_type] += 1
+            level = (result.answer_confidence or {}).get("level", "")
+            outcomes.append(services.CaseOutcome(
+                case=case, gold=list(case.answers), retrieved=[], gold_rank=None, metrics=judge(case, result),
+                latency_ms=elapsed, answer=result.answer,
+                citations=[{"number": c.number, "title": c.title, "chunk_id": c.chunk_id, "faq_id": c.faq_id,
+                            "cited": c.cited, "text": c.text[:500]} for c in result.citations],
+                details={"route": result.route, "hit_type": result.hit_type, "intent": result.intent.intent,
+                         "confidence": level, "trace_id": str(result.trace_id), "answerable": case.answerable},
+            ))
+            if progress is not None:
+                progress(number, len(cases))
+        metrics = {**summarize_answers(outcomes), "routes": dict(routes), "hit_types": dict(hit_types),
+                   "calibration": calibration(outcomes)}
+        latency = {"p50": round(percentile(latencies, 50), 2), "p95": round(percentile(latencies, 95), 2)}
+        services.finish_run(run=run, outcomes=outcomes, metrics=metrics, latency_ms=latency)
+    except BaseException as exc:
+        services.fail_run(run=run, error=f"{type(exc).__name__}: {exc}")
+        raise
+    return {"run_id": run.pk, "metrics": metrics, "latency_ms": latency}
+
+
+def summarize_answers(outcomes: Sequence[services.CaseOutcome]) -> dict:
+    answerable = [o for o in outcomes if o.case.answerable]
+    unanswerable = [o for o in outcomes if not o.case.answerable]
+
+    def rate(items, key: str) -> float | None:
+        return round(sum(o.metrics[key] for o in items) / len(items), 4) if items else None
+
+    metrics = {
+        "answerable": len(answerable), "unanswerable": len(unanswerable),
+        "containment": rate(answerable, "containment"),
+        "citation_validity": rate(answerable, "citation_valid"),
+        "answerable_declined": rate(answerable, "declined"),
+        "insufficient_context_rate": rate(unanswerable, "declined"),
+    }
+    return {name: value for name, value in metrics.items() if value is not None}
+
+
+def calibration(outcomes: Sequence[services.CaseOutcome]) -> list[dict]:
+    """Accuracy per confidence level: right = containment (answerable) or declined (not)."""
+    table = []
+    for level in (*LEVELS, ""):
+        items = [o for o in outcomes if (o.details or {}).get("confidence", "") == level]
+        if not items:
+            continue
+        right = sum(o.metrics["correct"] for o in items)
+        table.append({"level": level or "none", "count": len(items), "accuracy": round(right / len(items), 4),
+                      "answerable": sum(1 for o in items if o.case.answerable)})
+    return table
