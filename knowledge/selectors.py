@@ -39,6 +39,18 @@ def ready_documents_of_active_version(
     return queryset
 
 
+def ready_documents_of_version(
+    *, version: KnowledgeBaseVersion, document_ids: Iterable[int] | None = None
+) -> QuerySet[Document]:
+    """The READY documents of one version (a draft under a release check), optionally ∩ ids."""
+    queryset = Document.objects.filter(
+        knowledge_base_id=version.knowledge_base_id, status=DocumentStatus.READY, versions=version
+    )
+    if document_ids is not None:
+        queryset = queryset.filter(pk__in=list(document_ids))
+    return queryset
+
+
 def ready_document_ids_of_active_version(
     *, kb_id: int, document_ids: Iterable[int] | None = None
 ) -> list[int]:

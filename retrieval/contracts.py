@@ -35,6 +35,11 @@ class RetrievalRequest:
     document_ids: tuple[int, ...] | None = None
     use_cache: bool = True
     fusion: Fusion | None = None  # None: settings.RAG_FUSION
+    # The version whose READY documents may answer: None is the active one (every reader). A
+    # draft's id is for staff tools only (the release check evaluates a draft before it is
+    # published); such a request never reads or writes the cache, which is keyed by the active
+    # version's epoch.
+    version_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from django.utils.translation import gettext as _
 from django.db.models import Q
 from django.urls import reverse
 
-from knowledge.models import Chunk, Document, DocumentAsset, KnowledgeBase
+from knowledge.models import Chunk, Document, DocumentAsset, KnowledgeBase, KnowledgeBaseVersion
 from knowledge.previews import has_preview
-from knowledge.selectors import ready_documents_of_active_version
+from knowledge.selectors import ready_documents_of_active_version, ready_documents_of_version
 
 from .contracts import AssetRef, FactsUnavailable
 
@@ -51,7 +51,9 @@ class ChunkRow:
 
 
 class Repository(Protocol):
-    def ready_facts(self, *, kb_id: int, document_ids: Sequence[int] | None) -> ReadyFacts: ...
+    def ready_facts(
+        self, *, kb_id: int, document_ids: Sequence[int] | None, version_id: int | None = None
+    ) -> ReadyFacts: ...
 
     def load_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
 
@@ -90,16 +92,26 @@ def _row(values: dict) -> ChunkRow:
 class DjangoRepository:
     """The repository over the project's own tables."""
 
-    def ready_facts(self, *, kb_id: int, document_ids: Sequence[int] | None) -> ReadyFacts:
+    def ready_facts(
+        self, *, kb_id: int, document_ids: Sequence[int] | None, version_id: int | None = None
+    ) -> ReadyFacts:
         try:
             kb = KnowledgeBase.objects.select_related("active_version").get(pk=kb_id)
             scope = kb.visibility
             if kb.visibility == "restricted":
                 groups = sorted(kb.allowed_groups.values_list("pk", flat=True))
                 scope = f"restricted:{','.join(map(str, groups))}"
-            if kb.active_version_id is None:
+            if version_id is not None:
+                version = KnowledgeBaseVersion.objects.filter(pk=version_id, knowledge_base_id=kb_id).first()
+                if version is None:
+                    return ReadyFacts(None, frozenset(), None, scope, "no_such_version")
+                number = version.number
+                ready_documents = ready_documents_of_version(version=version, document_ids=document_ids)
+            elif kb.active_version_id is None:
                 return ReadyFacts(None, frozenset(), None, scope, "no_active_version")
-            ready_documents = ready_documents_of_active_version(kb_id=kb_id, document_ids=document_ids)
+            else:
+                number = kb.active_version.number
+                ready_documents = ready_documents_of_active_version(kb_id=kb_id, document_ids=document_ids)
             ready = frozenset(ready_documents.values_list("pk", flat=True))
             others: frozenset[int] | None = None
             other_count = 0
@@ -116,7 +128,7 @@ class DjangoRepository:
         reason = ""
         if not ready:
             reason = "document_ids_not_ready" if document_ids is not None else "no_ready_documents"
-        return ReadyFacts(kb.active_version.number, ready, others, scope, reason, other_count)
+        return ReadyFacts(number, ready, others, scope, reason, other_count)
 
     def load_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         ids = list(ids)

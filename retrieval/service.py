@@ -146,7 +146,9 @@ class RetrievalService:
     ) -> RetrievalResponse:
         run = _Run()
         started = time.perf_counter()
-        facts = self.repository.ready_facts(kb_id=request.kb_id, document_ids=request.document_ids)
+        facts = self.repository.ready_facts(
+            kb_id=request.kb_id, document_ids=request.document_ids, version_id=request.version_id
+        )
         run.timed("facts", started)
         if not facts.ready_ids:
             # Nothing may answer: return at once, no model, no vector store, no cache.
@@ -156,7 +158,8 @@ class RetrievalService:
 
         epoch = None
         key = None
-        if request.use_cache and self.cache is not None:
+        # A chosen version (a draft under evaluation) never shares the active version's cache.
+        if request.use_cache and request.version_id is None and self.cache is not None:
             started = time.perf_counter()
             epoch, from_l1 = self.epochs(request.kb_id)
             run.events.append(CacheEvent("epoch", from_l1, "l1" if from_l1 else "l3"))

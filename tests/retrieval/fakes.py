@@ -39,7 +39,7 @@ class FakeRepository:
     fail_neighbours: bool = False
     calls: list[str] = field(default_factory=list)
 
-    def ready_facts(self, *, kb_id, document_ids):
+    def ready_facts(self, *, kb_id, document_ids, version_id=None):
         self.calls.append("ready_facts")
         if self.fail_facts:
             raise FactsUnavailable("facts down")
