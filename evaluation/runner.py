@@ -12,7 +12,7 @@ from django.core.files.base import ContentFile
 
 from knowledge import bulk
 from knowledge import services as knowledge_services
-from knowledge.models import Document, DocumentStatus, KnowledgeBase
+from knowledge.models import Document, DocumentStatus, KnowledgeBase, KnowledgeBaseVersion
 from retrieval.contracts import RetrievalRequest
 from engines.tokens import count_tokens
 from retrieval.factory import build_retrieval_service
@@ -95,9 +95,12 @@ def evaluate_mode(
     limit: int | None = None,
     actor=None,
     progress: Callable[[int, int], None] | None = None,
+    version: KnowledgeBaseVersion | None = None,
+    purpose: str = "",
 ) -> dict:
     """One retrieval configuration over the set's cases that name their evidence, stored as an
-    `EvalRun` with a row per case; returns the report row (the run's id included)."""
+    `EvalRun` with a row per case; returns the report row (the run's id included). `version`:
+    the version whose documents answer (a draft under the release check); default the active."""
     service = build_retrieval_service(kb)
     keys = document_keys(kb=kb)
     cases = retrieval_cases(eval_set)
@@ -107,8 +110,9 @@ def evaluate_mode(
     label = run_label(mode=mode, fusion=fusion, rewrite=enable_rewrite, rerank=enable_rerank,
                       parent_expansion=enable_parent_expansion)
     config = {"mode": mode, "k": k, "top_k": top_k, "candidate_k": max(candidate_k, top_k), "fusion": fusion,
-              "rewrite": enable_rewrite, "rerank": enable_rerank, "parent_expansion": enable_parent_expansion}
-    run = services.start_run(eval_set=eval_set, label=label, knowledge_base=kb, version=kb.active_version,
+              "rewrite": enable_rewrite, "rerank": enable_rerank, "parent_expansion": enable_parent_expansion,
+              "purpose": purpose, "version_id": version.pk if version else None}
+    run = services.start_run(eval_set=eval_set, label=label, knowledge_base=kb, version=version or kb.active_version,
                              config=config, actor=actor)
     try:
         outcomes, rankings, latencies, stages = [], [], [], {}
@@ -123,7 +127,7 @@ def evaluate_mode(
                     kb_id=kb.pk, question=case.question, top_k=top_k, mode=mode,
                     candidate_k=max(candidate_k, top_k), enable_query_rewrite=enable_rewrite,
                     enable_rerank=enable_rerank, enable_parent_expansion=enable_parent_expansion,
-                    use_cache=False, fusion=fusion,
+                    use_cache=False, fusion=fusion, version_id=version.pk if version else None,
                 )
             )
             elapsed = (time.perf_counter() - started) * 1000

@@ -31,6 +31,7 @@ from .models import (
     VersionStatus,
 )
 from .locators import locator_label
+from .release_gate import blocking_reason, release_gate
 from .selectors import document_timeline, ingestion_queue, retained_versions_holding
 
 # 生效中 (active) and 就绪 (ready) must not look alike: one answers questions, the other could.
@@ -103,6 +104,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
         (gettext_lazy("访问控制"), {"fields": ["visibility", "allowed_groups"]}),
         (gettext_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model", "embedding_dimension", "text_analysis"]}),
         (gettext_lazy("检索词典"), {"fields": ["custom_terms"]}),
+        (gettext_lazy("上线检查"), {"fields": ["release_max_regression_points"]}),
         (gettext_lazy("状态"), {"fields": ["active_version", "links", "created_by", "created_at", "updated_at"]}),
     ]
     actions = ["create_draft", "rollback_to_previous", "reanalyse_with_dictionary"]
@@ -154,7 +156,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
             services.update_knowledge_base(
                 kb=obj, actor=request.user, name=obj.name, description=obj.description,
                 visibility=obj.visibility, support_contact=obj.support_contact,
-                custom_terms=obj.custom_terms,
+                custom_terms=obj.custom_terms, release_max_regression_points=obj.release_max_regression_points,
             )
             return
         kb = services.create_knowledge_base(
@@ -162,6 +164,9 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
             support_contact=obj.support_contact, chunk_size_tokens=obj.chunk_size_tokens,
             chunk_overlap_tokens=obj.chunk_overlap_tokens, custom_terms=obj.custom_terms, actor=request.user,
         )
+        if obj.release_max_regression_points is not None:
+            services.update_knowledge_base(kb=kb, actor=request.user,
+                                           release_max_regression_points=obj.release_max_regression_points)
         obj.pk = kb.pk
         obj.text_analysis = kb.text_analysis
         obj.embedding_model, obj.embedding_dimension = kb.embedding_model, kb.embedding_dimension
@@ -215,17 +220,18 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
             self, request, queryset, action="rollback_to_previous",
             title=_("回滚知识库"),
             describe=lambda kb: _("%(kb)s：回滚到上一个生效版本") % {"kb": kb.name},
-            perform=lambda kb, reason: services.rollback_version(kb=kb, actor=request.user, reason=reason),
+            perform=lambda kb, reason, _override: services.rollback_version(kb=kb, actor=request.user, reason=reason),
         )
 
 
-def _confirm_switch(model_admin, request, queryset, *, action, title, describe, perform):
-    """Confirmation page with a required reason, then one service call per selected object."""
-    form = SwitchVersionForm(request.POST if request.POST.get("confirm") else None)
+def _confirm_switch(model_admin, request, queryset, *, action, title, describe, perform, allow_override=False):
+    """Confirmation page with a required reason, then one service call per selected object
+    (`perform(obj, reason, override)`; `override` is the release-check override, when offered)."""
+    form = SwitchVersionForm(request.POST if request.POST.get("confirm") else None, allow_override=allow_override)
     if request.POST.get("confirm") and form.is_valid():
         for obj in queryset:
             try:
-                activation = perform(obj, form.cleaned_data["reason"])
+                activation = perform(obj, form.cleaned_data["reason"], form.cleaned_data.get("override_release_check", False))
             except DomainError as error:
                 _report(request, error)
             else:
@@ -240,6 +246,39 @@ def _confirm_switch(model_admin, request, queryset, *, action, title, describe, 
         intro=_("请确认以下版本切换。切换在一个事务中完成：更新生效指针、写入切换记录并推进缓存世代；失败时保持原版本不变。"),
         items=[describe(obj) for obj in queryset],
     )
+
+
+def render_release_report(version: KnowledgeBaseVersion, report):
+    """The release check as the publish page shows it: deltas, lost and gained questions."""
+    if report is None:
+        return format_html('<div class="rag-release">{}</div>', _("该知识库没有默认评测集，未做上线检查。"))
+    refusal = blocking_reason(version=version, report=report)
+    warning = format_html('<p class="errornote">{}</p>', refusal) if refusal else ""
+    if report.status in ("pending", "running"):
+        body = format_html("<p>{}</p>", _("上线检查进行中（评测集「%(set)s」）。") % {"set": report.eval_set})
+    elif report.status == "failed":
+        body = format_html("<p>{}</p>", _("上线检查失败：%(error)s") % {"error": report.error})
+    else:
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
+            (m.name, _fmt(m.active), _fmt(m.draft),
+             "—" if m.delta_points is None else f"{m.delta_points:+.1f}")
+            for m in report.metrics
+        ))
+        lost = format_html_join("", "<li>{}</li>", ((q,) for q in report.lost[:20]))
+        gained = format_html_join("", "<li>{}</li>", ((q,) for q in report.gained[:20]))
+        body = format_html(
+            '<p>{}</p><table><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>'
+            '<p>{}</p><ul class="rag-lost">{}</ul><p>{}</p><ul class="rag-gained">{}</ul>',
+            _("上线检查（评测集「%(set)s」）：草稿与当前生效版本对比。") % {"set": report.eval_set},
+            _("指标"), _("生效版本"), _("草稿"), _("变化（百分点）"), rows,
+            _("生效版本能找到、草稿找不到的问题：%(n)d") % {"n": len(report.lost)}, lost,
+            _("草稿新找到的问题：%(n)d") % {"n": len(report.gained)}, gained,
+        )
+    return format_html('<div class="rag-release">{}{}</div>', warning, body)
+
+
+def _fmt(value) -> str:
+    return "—" if value is None else f"{value:.4f}"
 
 
 def _confirm_destructive(model_admin, request, queryset, *, action, title, intro, describe, perform):
@@ -306,10 +345,18 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("发布所选版本…"))
     def activate(self, request, queryset):
+        gate = release_gate()
+        reports = {v.pk: gate.report(version=v) if gate is not None else None for v in queryset}
         return _confirm_switch(
             self, request, queryset, action="activate", title=_("发布版本"),
-            describe=lambda v: _("%(kb)s：发布 v%(n)s") % {"kb": v.knowledge_base.name, "n": v.number},
-            perform=lambda v, reason: services.activate_version(version=v, actor=request.user, reason=reason),
+            describe=lambda v: format_html(
+                "{}{}", _("%(kb)s：发布 v%(n)s") % {"kb": v.knowledge_base.name, "n": v.number},
+                render_release_report(v, reports[v.pk]),
+            ),
+            perform=lambda v, reason, override: services.activate_version(
+                version=v, actor=request.user, reason=reason, override_release_check=override,
+            ),
+            allow_override=any(blocking_reason(version=v, report=reports[v.pk]) for v in queryset),
         )
 
     @admin.action(description=gettext_lazy("回滚到所选版本…"))
@@ -317,7 +364,7 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
         return _confirm_switch(
             self, request, queryset, action="rollback", title=_("回滚版本"),
             describe=lambda v: _("%(kb)s：回滚到 v%(n)s") % {"kb": v.knowledge_base.name, "n": v.number},
-            perform=lambda v, reason: services.rollback_version(kb=v.knowledge_base, to_version=v, actor=request.user, reason=reason),
+            perform=lambda v, reason, _override: services.rollback_version(kb=v.knowledge_base, to_version=v, actor=request.user, reason=reason),
         )
 
     @admin.action(description=gettext_lazy("标记为就绪"))

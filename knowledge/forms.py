@@ -45,6 +45,15 @@ class SwitchVersionForm(forms.Form):
         label=_("原因"), widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), required=True,
         help_text=_("记录在版本切换历史中，便于审计。"),
     )
+    override_release_check = forms.BooleanField(
+        label=_("上线检查未通过时仍然发布"), required=False,
+        help_text=_("原因与检查结果会一起记录在版本切换历史中。"),
+    )
+
+    def __init__(self, *args, allow_override: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not allow_override:
+            del self.fields["override_release_check"]
 
 
 class FAQForm(forms.ModelForm):

@@ -64,6 +64,12 @@ class KnowledgeBase(models.Model):
         _("人工支持联系方式"), max_length=200, blank=True,
         help_text=_("知识库无法回答时提示用户联系的人或渠道。"),
     )
+    release_max_regression_points = models.FloatField(
+        _("上线检查：允许的最大退步（百分点）"), null=True, blank=True,
+        validators=[MinValueValidator(0.0)],
+        help_text=_("草稿就绪后会用默认评测集检查；任一指标比生效版本低出此值即拒绝发布（可由管理员填写原因后强制发布）。"
+                    "留空表示只展示检查结果，不拦截。"),
+    )
     active_version = models.ForeignKey(
         "KnowledgeBaseVersion", verbose_name=_("当前生效版本"), null=True, blank=True,
         on_delete=models.PROTECT, related_name="+", editable=False,
@@ -175,6 +181,8 @@ class VersionActivation(models.Model):
         on_delete=models.SET_NULL, related_name="+",
     )
     reason = models.TextField(_("原因"), blank=True)
+    # The release check as it stood when publishing, and whether staff overrode a refusal.
+    release_check = models.JSONField(_("上线检查"), default=dict, blank=True)
     cache_epoch = models.PositiveBigIntegerField(_("切换后缓存世代"), default=0)
     created_at = models.DateTimeField(_("时间"), auto_now_add=True, db_index=True)
 

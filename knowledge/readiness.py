@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from ragsite.errors import InvalidTransition
 
 from . import events
+from .signals import version_ready
 from .models import DocumentStatus, KnowledgeBaseVersion, VersionStatus
 from .selectors import unready_documents
 
@@ -41,6 +42,8 @@ def mark_version_ready(*, version: KnowledgeBaseVersion) -> KnowledgeBaseVersion
         event="version",
         data={"version": version.number, "status": version.status},
     )
+    version_id = version.pk
+    transaction.on_commit(lambda: version_ready.send(sender=KnowledgeBaseVersion, version_id=version_id))
     return version
 
 

@@ -29,6 +29,7 @@ from .cleanup import schedule_knowledge_base_purge, schedule_purge
 from .faq_index import schedule_faq_reindex
 from .ingestion import queue_documents
 # mark_version_ready / refresh_version_readiness are part of this module's write API too.
+from .release_gate import blocking_reason, release_gate
 from .readiness import mark_version_ready, refresh_readiness_after_commit, refresh_version_readiness  # noqa: F401
 from .reanalysis import reanalyse_task
 from .models import (
@@ -47,6 +48,7 @@ from .selectors import previous_active_version, retained_versions_holding
 from .sniffing import FileRejected, SniffResult, sniff
 
 Actor = AbstractBaseUser | None
+UNCHANGED = object()  # an optional argument that was not given (None is a value)
 
 
 # --- knowledge bases -------------------------------------------------------------------------
@@ -109,10 +111,12 @@ def update_knowledge_base(
     allowed_groups: Sequence[Group] | None = None,
     support_contact: str | None = None,
     custom_terms: str | None = None,
+    release_max_regression_points: float | None | object = UNCHANGED,
 ) -> KnowledgeBase:
-    """Edit presentation, access settings and the dictionary. The embedding space and the text
-    analysis never change after creation. A new dictionary applies to questions at once and to
-    indexed chunks after `schedule_reanalysis`."""
+    """Edit presentation, access settings, the dictionary and the release-check limit (None:
+    show the check, never block). The embedding space and the text analysis never change after
+    creation. A new dictionary applies to questions at once and to indexed chunks after
+    `schedule_reanalysis`."""
     kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
     for attribute, value in (
         ("name", name), ("description", description), ("visibility", visibility),
@@ -120,6 +124,8 @@ def update_knowledge_base(
     ):
         if value is not None:
             setattr(kb, attribute, value)
+    if release_max_regression_points is not UNCHANGED:
+        kb.release_max_regression_points = release_max_regression_points
     _validate_model(kb)
     kb.save()
     if allowed_groups is not None:
@@ -190,11 +196,27 @@ def _draft_for_writing(kb: KnowledgeBase, actor: Actor) -> KnowledgeBaseVersion:
 
 @transaction.atomic
 def activate_version(
-    *, version: KnowledgeBaseVersion, actor: Actor, reason: str = ""
+    *, version: KnowledgeBaseVersion, actor: Actor, reason: str = "", override_release_check: bool = False
 ) -> VersionActivation:
-    """Publish a READY version: pointer, activation log and cache epoch in one transaction."""
+    """Publish a READY version: pointer, activation log and cache epoch in one transaction.
+
+    When the knowledge base blocks regressions, a draft whose release check regressed beyond
+    the limit (or has not finished) is refused, unless `override_release_check` — which needs
+    a reason and is recorded with the check in the activation log.
+    """
+    gate = release_gate()
+    report = gate.report(version=version) if gate is not None else None
+    refusal = blocking_reason(version=version, report=report)
+    if refusal and not override_release_check:
+        raise InvalidTransition(refusal, code="release_check_blocked")
+    if refusal and not reason.strip():
+        raise ValidationFailed(_("强制发布必须填写原因。"), code="override_needs_reason")
+    check = report.as_dict() if report is not None else {}
+    if refusal:
+        check["overridden"] = True
+        check["refusal"] = refusal
     return _switch_active_version(
-        version=version, actor=actor, reason=reason, action=ActivationAction.ACTIVATE
+        version=version, actor=actor, reason=reason, action=ActivationAction.ACTIVATE, release_check=check,
     )
 
 
@@ -227,7 +249,7 @@ def rollback_version(
 
 
 def _switch_active_version(
-    *, version: KnowledgeBaseVersion, actor: Actor, reason: str, action: str
+    *, version: KnowledgeBaseVersion, actor: Actor, reason: str, action: str, release_check: dict | None = None
 ) -> VersionActivation:
     # Lock the knowledge base row first: concurrent switches of one KB serialize here, and the
     # partial unique index stays the last line of defence.
@@ -262,6 +284,7 @@ def _switch_active_version(
         action=action,
         actor=_user_or_none(actor),
         reason=reason,
+        release_check=release_check or {},
         cache_epoch=epoch,
     )
     events.publish_kb_event(

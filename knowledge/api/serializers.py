@@ -94,6 +94,13 @@ class SwitchInput(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
 
 
+class ActivateInput(SwitchInput):
+    override_release_check = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Publish although the release check refused the draft (needs a reason; logged).",
+    )
+
+
 class ActivationOutput(serializers.ModelSerializer):
     from_version = serializers.IntegerField(source="from_version.number", allow_null=True, default=None)
     to_version = serializers.IntegerField(source="to_version.number")
@@ -101,7 +108,7 @@ class ActivationOutput(serializers.ModelSerializer):
 
     class Meta:
         model = VersionActivation
-        fields = ["action", "from_version", "to_version", "actor", "reason", "cache_epoch", "created_at"]
+        fields = ["action", "from_version", "to_version", "actor", "reason", "release_check", "cache_epoch", "created_at"]
 
 
 class DocumentOutput(serializers.ModelSerializer):

@@ -25,6 +25,7 @@ from ..access import (
 )
 from ..models import Document, DocumentStatus
 from .serializers import (
+    ActivateInput,
     ActivationOutput,
     DocumentOutput,
     DocumentUploadInput,
@@ -106,11 +107,14 @@ class VersionDetailView(APIView):
 
 
 class VersionActivateView(APIView):
-    @extend_schema(request=SwitchInput, responses=ActivationOutput)
+    @extend_schema(request=ActivateInput, responses=ActivationOutput)
     def post(self, request: Request, kb_id: str, number: int) -> Response:
         version = access_version(user=request.user, kb_id=kb_id, number=number, manage=True)
-        data = _validated(SwitchInput, request.data)
-        activation = services.activate_version(version=version, actor=request.user, reason=data["reason"])
+        data = _validated(ActivateInput, request.data)
+        activation = services.activate_version(
+            version=version, actor=request.user, reason=data["reason"],
+            override_release_check=data["override_release_check"],
+        )
         return Response(ActivationOutput(activation).data)
 
 

@@ -300,6 +300,11 @@ RAG_INGESTION_BATCH_BYTES = env.int("RAG_INGESTION_BATCH_BYTES", default=2 * 102
 # Processes `manage.py ingest --wait` works the queue with (itself included); 0: one per core, at
 # most 4, and 1 with an embedded Milvus Lite file or a local neural embedder (it uses every core).
 RAG_INGEST_WORKERS = env.int("RAG_INGEST_WORKERS", default=0)
+# What publishing asks before a draft goes live (knowledge.release_gate); "" turns the check off.
+RAG_RELEASE_GATE = env("RAG_RELEASE_GATE", default="evaluation.release.ReleaseCheck")
+# The release check's retrieval configuration and the k of its hit / recall metrics.
+RAG_RELEASE_CHECK_MODE = env("RAG_RELEASE_CHECK_MODE", default="hybrid")
+RAG_RELEASE_CHECK_K = env.int("RAG_RELEASE_CHECK_K", default=5)
 
 # L1 cache of cache epochs (seconds): short so a missed clear after commit heals quickly.
 RAG_EPOCH_L1_TTL_SECONDS = env.float("RAG_EPOCH_L1_TTL_SECONDS", default=5.0)
