@@ -9,11 +9,12 @@ PORT ?= 8000
 MILVUS_PORT ?= 19530
 CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 
-.PHONY: run test bench bench-ingest bench-retrieval bench-chat bench-answers setup install-dev migrate bootstrap fonts messages clean help
+.PHONY: run test eval bench bench-ingest bench-retrieval bench-chat bench-answers setup install-dev migrate bootstrap fonts messages clean help
 
 help:
 	@echo "make run    — install, migrate, load the demo knowledge base and start web + worker + Milvus Lite"
 	@echo "make test   — install dev requirements and run the whole test suite"
+	@echo "make eval   — evaluate retrieval (ablation) and answers on the demo knowledge base's questions"
 	@echo "make bench  — benchmarks (ingestion, retrieval); results in bench-results/"
 
 $(PY):
@@ -63,6 +64,12 @@ run: bootstrap
 
 test: install-dev
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The demo knowledge base's own questions: retrieval ablation and answer evaluation (local provider).
+eval: bootstrap
+	$(PY) manage.py import_eval_set --demo --kb demo --default
+	$(PY) manage.py evaluate_retrieval --eval-set demo --kb demo --ablation
+	$(PY) manage.py evaluate_answers --eval-set demo --kb demo
 
 bench: bench-ingest bench-retrieval bench-chat
 

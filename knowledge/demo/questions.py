@@ -163,3 +163,57 @@ QUESTIONS: list[dict] = [
         "must_contain": "停止服务",
     },
 ]
+
+
+# More of the same shape for the demo evaluation set (`evaluation.demo`): they are checked against
+# the files like the ones above, but kept out of the relevance calibration measured on QUESTIONS.
+MORE_QUESTIONS: list[dict] = [
+    {"question": "病假证明要在返岗后几天内提交？", "expected_answer": "3 个工作日内",
+     "file": "employee_handbook.md", "must_contain": "二级及以上医院"},
+    {"question": "陪产假有多少天？", "expected_answer": "15 天", "file": "employee_handbook.md",
+     "must_contain": "陪产假"},
+    {"question": "每个月迟到几次以内不扣款？", "expected_answer": "3 次", "file": "employee_handbook.md",
+     "must_contain": "不扣款"},
+    {"question": "法定节假日加班的工资按多少支付？", "expected_answer": "300%", "file": "employee_handbook.md",
+     "must_contain": "法定节假日加班"},
+    {"question": "招待客户的人均标准是多少？", "expected_answer": "300 元", "file": "employee_handbook.md",
+     "must_contain": "人均标准"},
+    {"question": "每月几号发工资？", "expected_answer": "10 日", "file": "employee_handbook.md",
+     "must_contain": "发放上月工资"},
+    {"question": "新员工导师每月有多少津贴？", "expected_answer": "500 元", "file": "employee_handbook.md",
+     "must_contain": "导师津贴"},
+    {"question": "HR 服务热线的分机号是多少？", "expected_answer": "8100", "file": "employee_handbook.md",
+     "must_contain": "HR 服务热线"},
+    {"question": "报销审核通过后多久到账？", "expected_answer": "7 个工作日内", "file": "employee_handbook.md",
+     "must_contain": "报销款打入员工工资卡"},
+    {"question": "试用期是多长时间？", "expected_answer": "3 个月", "file": "employee_handbook.md",
+     "must_contain": "劳动合同期限"},
+    {"question": "密码连续输错几次账号会被锁定？", "expected_answer": "5 次", "file": "it_helpdesk_guide.docx",
+     "must_contain": "账号将被锁定"},
+    {"question": "单封邮件的附件最大能有多大？", "expected_answer": "25MB", "file": "it_helpdesk_guide.docx",
+     "must_contain": "附件总大小"},
+    {"question": "同一个账号最多几台设备同时连 VPN？", "expected_answer": "2 台", "file": "it_helpdesk_guide.docx",
+     "must_contain": "同时连接"},
+    {"question": "下班时间出现 P1 紧急故障该打哪个电话？", "expected_answer": "8999", "file": "it_helpdesk_guide.docx",
+     "must_contain": "24 小时值班电话"},
+    {"question": "访客 Wi-Fi 的验证码有效期多久？", "expected_answer": "8 小时", "file": "it_helpdesk_guide.docx",
+     "must_contain": "验证码由前台发放"},
+    {"question": "付费软件的申请一般多久能装好？", "expected_answer": "10 个工作日", "file": "it_helpdesk_guide.docx",
+     "must_contain": "付费软件一般"},
+    {"question": "USB 存储设备最长可以开通多少天？", "expected_answer": "30 天", "file": "it_helpdesk_guide.docx",
+     "must_contain": "USB 存储设备"},
+    {"question": "未取走的打印任务多久后自动删除？", "expected_answer": "24 小时", "file": "it_helpdesk_guide.docx",
+     "must_contain": "未取走的打印任务"},
+]
+
+# Questions no demo document answers (plausible for this company, so they reach retrieval):
+# the right outcome is "the knowledge base cannot say", never an invented answer.
+UNANSWERABLE: list[str] = [
+    "公司的年终奖一般发几个月工资？",
+    "星河X7 路由器什么时候上市？",
+    "员工宿舍每个月的房租是多少？",
+    "成都分公司的通勤班车几点发车？",
+    "公司的股票期权怎么行权？",
+    "食堂晚餐几点开始供应？",
+]
+

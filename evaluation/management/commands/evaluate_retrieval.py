@@ -164,10 +164,8 @@ class Command(BaseCommand):
         self.stdout.write(header)
         for run in [*report["runs"], *([report["baseline"]] if report["baseline"] else [])]:
             name = run.get("name") or run["mode"]
-            if run.get("fusion"):
-                name += f" [{run['fusion']}]"
-            if run.get("notes"):
-                name += " [" + ",".join(run["notes"]) + "]"
+            # Fusion and notes go last, so the columns stay aligned.
+            extra = " ".join(filter(None, [run.get("fusion") or "", ",".join(run.get("notes") or [])]))
             m = run["metrics"]
             usage = run.get("usage") or {}
             calls = sum((usage.get("calls_per_1000") or {}).values()) if usage else None
@@ -175,7 +173,7 @@ class Command(BaseCommand):
                 f"{name:<34} {m[f'recall@{k}']:>9.4f} {m[f'hit@{k}']:>7.4f} {m['mrr@10']:>7.4f} {m['ndcg@10']:>8.4f} "
                 f"{run['latency_ms']['p50']:>8.2f} {run['latency_ms']['p95']:>8.2f} "
                 f"{calls if calls is not None else '—':>9} {usage.get('cost_per_1000', '—'):>8}"
-                + (f"  run #{run['run_id']}" if run.get("run_id") else "")
+                + (f"  run #{run['run_id']}" if run.get("run_id") else "") + (f"  {extra}" if extra else "")
             )
         stages = sorted({stage for run in report["runs"] for stage in run["latency_ms"].get("stages", {})})
         if stages:

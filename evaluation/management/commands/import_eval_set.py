@@ -1,4 +1,4 @@
-"""manage.py import_eval_set PATH --name NAME [--kb SLUG] [--default]
+"""manage.py import_eval_set (PATH | --demo) --name NAME [--kb SLUG] [--default]
 
 PATH is a folder in the shared layout (queries.jsonl + qrels.jsonl) or a JSONL / CSV / XLSX file
 in the knowledge-base-native layout (see evaluation/importers.py). Importing again replaces the
@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from knowledge.models import KnowledgeBase
 from ragsite.errors import DomainError
 
+from ...demo import DEMO_SET, demo_cases
 from ...importers import read_native_file, read_shared_dataset
 from ...services import import_eval_set
 
@@ -21,15 +22,18 @@ class Command(BaseCommand):
     help = "导入评测集（共享评测集目录，或 JSONL / CSV / XLSX 文件）。"
 
     def add_arguments(self, parser):
-        parser.add_argument("path", help="shared-layout folder, or a .jsonl / .csv / .xlsx file")
+        parser.add_argument("path", nargs="?", help="shared-layout folder, or a .jsonl / .csv / .xlsx file")
+        parser.add_argument("--demo", action="store_true", help="the demo knowledge base's set (name: demo)")
         parser.add_argument("--name", help="evaluation set name (default: the folder or file name)")
         parser.add_argument("--kb", help="knowledge base slug the set belongs to")
         parser.add_argument("--default", action="store_true", help="make it the knowledge base's default set")
         parser.add_argument("--description", default="")
 
     def handle(self, *args, **options):
-        path = Path(options["path"])
-        if not path.exists():
+        if options["demo"] == bool(options["path"]):
+            raise CommandError("请给出一个评测文件或目录，或者 --demo（二选一）。")
+        path = Path(options["path"] or DEMO_SET)
+        if not options["demo"] and not path.exists():
             raise CommandError(f"找不到路径：{path}")
         kb = None
         if options["kb"]:
@@ -37,9 +41,15 @@ class Command(BaseCommand):
             if kb is None:
                 raise CommandError(f"知识库 {options['kb']} 不存在。")
         try:
-            cases = read_shared_dataset(path) if path.is_dir() else read_native_file(path.name, path.read_bytes())
+            if options["demo"]:
+                cases, source = demo_cases(), "knowledge.demo.questions"
+            elif path.is_dir():
+                cases, source = read_shared_dataset(path), str(path)
+            else:
+                cases, source = read_native_file(path.name, path.read_bytes()), str(path)
             outcome = import_eval_set(
-                name=options["name"] or (path.name if path.is_dir() else path.stem), cases=cases, source=str(path),
+                name=options["name"] or (path.name if path.is_dir() or options["demo"] else path.stem),
+                cases=cases, source=source,
                 knowledge_base=kb, default=options["default"], description=options["description"],
             )
         except DomainError as error:

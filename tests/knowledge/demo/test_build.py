@@ -13,7 +13,7 @@ import pytest
 
 from knowledge.demo import build, content
 from knowledge.demo.faqs import FAQS
-from knowledge.demo.questions import QUESTIONS
+from knowledge.demo.questions import MORE_QUESTIONS, QUESTIONS, UNANSWERABLE
 
 PIXEL_ONLY_FILES = {"scanned_safety_notice.pdf", "guest_wifi_notice.png"}
 
@@ -250,12 +250,12 @@ def test_eval_questions_point_at_text_their_file_really_contains(
     sources = {name: squash(extracted_text(path)) for name, path in corpus.items()
                if name not in PIXEL_ONLY_FILES}
     sources["scanned_safety_notice.pdf"] = squash(scanned_page_ocr_text)
-    questions = [item["question"] for item in QUESTIONS]
+    questions = [item["question"] for item in QUESTIONS + MORE_QUESTIONS] + UNANSWERABLE
 
     # then
-    assert len(QUESTIONS) >= 20
+    assert len(QUESTIONS) >= 20 and len(QUESTIONS + MORE_QUESTIONS) + len(UNANSWERABLE) >= 40
     assert len(set(questions)) == len(questions)
-    for item in QUESTIONS:
+    for item in QUESTIONS + MORE_QUESTIONS:
         assert set(item) == {"question", "expected_answer", "file", "must_contain"}
         text = sources[item["file"]]
         assert squash(item["must_contain"]) in text, item
