@@ -13,9 +13,11 @@ from django.utils.translation import gettext_lazy
 
 from ragsite.errors import DomainError
 
+from .charts import Point, bar_chart, scatter_chart
 from .forms import ImportEvalSetForm
 from .importers import read_native_file
 from .models import EvalCase, EvalCaseResult, EvalRun, EvalSet
+from .selectors import compare_runs, numeric_metrics
 from .services import import_eval_set
 
 METRIC_ORDER = ("recall", "hit", "mrr", "ndcg")
@@ -109,8 +111,62 @@ class EvalRunAdmin(admin.ModelAdmin):
                        "created_by", "started_at", "finished_at", "case_rows"]
     fields = readonly_fields
 
+    actions = ["compare", "charts"]
+
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("eval_set", "knowledge_base")
+
+    def get_urls(self):
+        return [
+            path("compare/<int:a>/<int:b>/", self.admin_site.admin_view(self.compare_view), name="evaluation_evalrun_compare"),
+            path("charts/", self.admin_site.admin_view(self.charts_view), name="evaluation_evalrun_charts"),
+        ] + super().get_urls()
+
+    @admin.action(description=gettext_lazy("对比所选的两次运行"))
+    def compare(self, request, queryset):
+        runs = list(queryset.order_by("started_at", "id")[:3])
+        if len(runs) != 2:
+            messages.error(request, _("请恰好选择两次运行进行对比。"))
+            return None
+        return HttpResponseRedirect(reverse("admin:evaluation_evalrun_compare", args=[runs[0].pk, runs[1].pk]))
+
+    @admin.action(description=gettext_lazy("图表：所选运行"))
+    def charts(self, request, queryset):
+        ids = ",".join(str(pk) for pk in queryset.order_by("started_at", "id").values_list("pk", flat=True)[:12])
+        return HttpResponseRedirect(reverse("admin:evaluation_evalrun_charts") + f"?ids={ids}")
+
+    def compare_view(self, request, a: int, b: int):
+        runs = {run.pk: run for run in self.get_queryset(request).filter(pk__in=[a, b])}
+        if a not in runs or b not in runs or not self.has_view_permission(request):
+            return HttpResponseRedirect(reverse("admin:evaluation_evalrun_changelist"))
+        comparison = compare_runs(runs[a], runs[b])
+        return TemplateResponse(request, "admin/evaluation/evalrun/compare.html", {
+            **self.admin_site.each_context(request), "title": _("对比评测运行"), "opts": self.model._meta,
+            "comparison": comparison, "lost": comparison.count("lost"), "gained": comparison.count("gained"),
+        })
+
+    def charts_view(self, request):
+        wanted = [int(part) for part in request.GET.get("ids", "").split(",") if part.isdigit()][:12]
+        runs = list(self.get_queryset(request).filter(pk__in=wanted).order_by("started_at", "id"))
+        if not runs or not self.has_view_permission(request):
+            return HttpResponseRedirect(reverse("admin:evaluation_evalrun_changelist"))
+        metrics = {run.pk: numeric_metrics(run) for run in runs}
+        # Rates only (floats in [0, 1]); counts such as "answerable" are not charted.
+        names = sorted({name for values in metrics.values() for name, value in values.items()
+                        if isinstance(value, float) and 0.0 <= value <= 1.0})
+        bars = [bar_chart(name, [Point(f"#{run.pk} {run.label}", metrics[run.pk].get(name, 0.0)) for run in runs])
+                for name in names]
+        quality = "ndcg@10" if "ndcg@10" in names else (names[0] if names else "")
+        scatter = scatter_chart(
+            _("延迟 p50 与 %(metric)s") % {"metric": quality},
+            [Point(f"#{run.pk} {run.label}", metrics[run.pk].get(quality, 0.0),
+                   x=float((run.latency_ms or {}).get("p50") or 0.0)) for run in runs],
+            x_label=_("延迟 p50 (ms)"), y_label=quality,
+        ) if quality else ""
+        return TemplateResponse(request, "admin/evaluation/evalrun/charts.html", {
+            **self.admin_site.each_context(request), "title": _("评测运行图表"), "opts": self.model._meta,
+            "bars": bars, "scatter": scatter,
+        })
 
     def has_add_permission(self, request):
         return False  # runs come from evaluate_retrieval / evaluate_answers and the release check

@@ -19,8 +19,9 @@ from django_tasks import task
 from knowledge.models import KnowledgeBase, KnowledgeBaseVersion, VersionStatus
 from knowledge.release_gate import MetricDelta, ReleaseReport
 
-from .models import EvalCaseResult, EvalRun, EvalSet, RunKind, RunStatus
+from .models import EvalRun, EvalSet, RunKind, RunStatus
 from .runner import evaluate_mode
+from .selectors import found_within_k
 
 logger = logging.getLogger(__name__)
 
@@ -113,15 +114,7 @@ def _latest(eval_set: EvalSet, version: KnowledgeBaseVersion, *, finished: bool 
 def _found_changes(before: EvalRun, after: EvalRun) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Questions whose gold was within k before and not now (lost), and the reverse (gained)."""
     k = int(after.config.get("k") or settings.RAG_RELEASE_CHECK_K)
-
-    def found(run: EvalRun) -> dict[str, str]:
-        return {
-            key: question
-            for key, question, rank in EvalCaseResult.objects.filter(run=run).values_list("case_key", "question", "gold_rank")
-            if rank is not None and rank <= k
-        }
-
-    then, now = found(before), found(after)
+    then, now = found_within_k(before, k=k), found_within_k(after, k=k)
     lost = tuple(then[key] for key in sorted(set(then) - set(now)))
     gained = tuple(now[key] for key in sorted(set(now) - set(then)))
     return lost, gained

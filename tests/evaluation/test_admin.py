@@ -100,3 +100,63 @@ def test_an_answers_run_page_shows_routes_and_the_calibration_table(admin_client
 
     # then
     assert "insufficient_context" in page and "100.00%" in page and "0.00%" in page and "containment" in page
+
+
+@pytest.fixture
+def two_runs(finished_run):
+    """The finished run (A: Q1 found at rank 2) and a later one (B) that lost Q1 and found Q2."""
+    from evaluation.models import EvalCaseResult
+
+    eval_set = finished_run.eval_set
+    import_eval_set(name=eval_set.name, knowledge_base=eval_set.knowledge_base, cases=[
+        CaseDraft(key="Q1", question="年假几天？", expected_documents=("员工手册",), expected_chunks=(), answers=(), answerable=True),
+        CaseDraft(key="Q2", question="病假<b>几天</b>？", expected_documents=("员工手册",), expected_chunks=(), answers=(), answerable=True),
+    ])
+    EvalCaseResult.objects.create(run=finished_run, case_key="Q2", question="病假<b>几天</b>？", gold_rank=None)
+    later = start_run(eval_set=eval_set, label="sparse", knowledge_base=finished_run.knowledge_base, version=None,
+                      config={"mode": "sparse", "k": 5})
+    cases = {c.key: c for c in EvalCase.objects.filter(eval_set=eval_set)}
+    later = finish_run(run=later, outcomes=[
+        CaseOutcome(case=cases["Q1"], gold=["员工手册"], retrieved=[], gold_rank=None, metrics={}, latency_ms=3.0),
+        CaseOutcome(case=cases["Q2"], gold=["员工手册"], retrieved=[], gold_rank=1, metrics={}, latency_ms=3.0),
+    ], metrics={"recall@5": 0.5, "hit@5": 0.5, "mrr@10": 0.5, "ndcg@10": 0.5}, latency_ms={"p50": 3.0, "p95": 3.0})
+    return finished_run, later
+
+
+def test_two_runs_are_compared_metric_by_metric_and_question_by_question(admin_client_logged_in, two_runs):
+    # given
+    a, b = two_runs
+    url = reverse("admin:evaluation_evalrun_changelist")
+
+    # when: the action redirects to the comparison
+    redirect = admin_client_logged_in.post(url, {"action": "compare", "_selected_action": [a.pk, b.pk]})
+    page = admin_client_logged_in.get(redirect["Location"]).content.decode()
+
+    # then
+    assert redirect.status_code == 302
+    metrics = page.split('class="rag-compare-metrics"')[1].split("</table>")[0]
+    assert "ndcg@10" in metrics and "-13.1" in metrics  # 0.5 − 0.6309
+    cases = page.split('class="rag-compare-cases"')[1].split("</table>")[0]
+    assert 'class="change-lost"' in cases and 'class="change-gained"' in cases
+    assert "病假&lt;b&gt;几天&lt;/b&gt;？" in cases and "<b>几天</b>" not in page
+
+
+def test_comparing_needs_exactly_two_runs(admin_client_logged_in, finished_run):
+    url = reverse("admin:evaluation_evalrun_changelist")
+    response = admin_client_logged_in.post(url, {"action": "compare", "_selected_action": [finished_run.pk]}, follow=True)
+    assert "请恰好选择两次运行进行对比" in response.content.decode()
+
+
+def test_the_charts_page_draws_a_bar_per_run_per_metric_and_the_latency_scatter(admin_client_logged_in, two_runs):
+    # given
+    a, b = two_runs
+    url = reverse("admin:evaluation_evalrun_changelist")
+
+    # when
+    redirect = admin_client_logged_in.post(url, {"action": "charts", "_selected_action": [a.pk, b.pk]})
+    page = admin_client_logged_in.get(redirect["Location"]).content.decode()
+
+    # then: four metrics × two runs, one scatter with both runs, served inline (no script, no CDN)
+    assert page.count('<svg class="rag-chart"') == 5
+    assert page.count("<rect ") == 8 and page.count("<circle ") == 2
+    assert "ndcg@10" in page and "<script src=\"http" not in page
