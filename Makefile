@@ -72,6 +72,7 @@ eval: bootstrap
 	$(PY) manage.py evaluate_answers --eval-set demo --kb demo
 
 bench: bench-ingest bench-retrieval bench-chat
+	$(PY) -m benchmarks.summary
 
 bench-ingest: install-dev
 	$(PY) -m benchmarks.ingest $(BENCH_INGEST_ARGS)
