@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 
 from chat.contracts import ChatQuery, Requester, TurnResult
 from chat.pipeline.rag import RAGService
@@ -69,7 +70,10 @@ def evaluate_answers(
     cases = list(eval_set.cases.order_by("ordinal", "id"))
     if limit is not None:
         cases = cases[:limit]
-    user, _created = get_user_model().objects.get_or_create(username=EVAL_USER, defaults={"is_staff": True})
+    # Staff, so that restricted knowledge bases answer too; no usable password, so nobody signs in as it.
+    user, _created = get_user_model().objects.get_or_create(
+        username=EVAL_USER, defaults={"is_staff": True, "password": make_password(None)}
+    )
     service = RAGService()
     run = services.start_run(eval_set=eval_set, kind=RunKind.ANSWERS, label="rag", knowledge_base=kb,
                              version=kb.active_version, config={"limit": limit}, actor=actor)

@@ -93,6 +93,10 @@ def test_evaluate_answers_runs_every_question_through_the_chat_pipeline_and_stor
     report = out.getvalue()
     assert f"run #{run.pk}" in report and "insufficient_context_rate" in report and "confidence" in report
     assert json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["run_id"] == run.pk
+    from django.contrib.auth import get_user_model
+
+    asker = get_user_model().objects.get(username="evaluation")
+    assert asker.is_staff and not asker.has_usable_password()  # nobody can sign in as it
 
 
 @pytest.mark.django_db
@@ -101,3 +105,4 @@ def test_evaluate_answers_needs_a_known_kb_and_set():
         call_command("evaluate_answers", "--kb", "x", stdout=io.StringIO())
     with pytest.raises(CommandError, match="知识库 x 不存在"):
         call_command("evaluate_answers", "--kb", "x", "--eval-set", "y", stdout=io.StringIO())
+
