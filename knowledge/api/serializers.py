@@ -27,7 +27,8 @@ class KnowledgeBaseOutput(serializers.ModelSerializer):
         fields = [
             "id", "name", "description", "visibility", "allowed_groups", "support_contact",
             "embedding_model", "embedding_dimension", "text_analysis", "custom_terms",
-            "chunk_size_tokens", "chunk_overlap_tokens", "active_version", "created_at", "updated_at",
+            "chunk_size_tokens", "chunk_overlap_tokens", "release_max_regression_points", "active_version",
+            "created_at", "updated_at",
         ]
 
     def get_active_version(self, kb: KnowledgeBase) -> int | None:
@@ -61,6 +62,8 @@ class KnowledgeBaseUpdateInput(serializers.Serializer):
     support_contact = serializers.CharField(max_length=200, required=False, allow_blank=True)
     # A new dictionary applies to questions at once; POST …/reanalyse applies it to the index.
     custom_terms = serializers.CharField(required=False, allow_blank=True, max_length=100_000)
+    # null: show the release check on publish, never refuse.
+    release_max_regression_points = serializers.FloatField(required=False, allow_null=True, min_value=0.0)
 
 
 class VersionOutput(serializers.ModelSerializer):

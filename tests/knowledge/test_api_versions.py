@@ -102,3 +102,18 @@ def test_rollback_endpoint_uses_the_version_in_the_url(staff_api, kb_with_two_pu
     assert response.json()["to_version"] == 1
     kb.refresh_from_db()
     assert kb.active_version.number == 1
+
+
+def test_the_release_check_limit_is_set_and_cleared_through_the_api(staff_api, kb):
+    # when
+    url = f"/api/knowledge-bases/{kb.slug}/"
+    set_ = staff_api.patch(url, {"release_max_regression_points": 2.5}, format="json")
+    kept = staff_api.patch(url, {"name": "改名"}, format="json")
+    cleared = staff_api.patch(url, {"release_max_regression_points": None}, format="json")
+    refused = staff_api.patch(url, {"release_max_regression_points": -1}, format="json")
+
+    # then: a PATCH without the field keeps it; null clears it; a negative limit is refused
+    assert set_.json()["release_max_regression_points"] == 2.5
+    assert kept.json()["release_max_regression_points"] == 2.5
+    assert cleared.json()["release_max_regression_points"] is None
+    assert refused.status_code == 400
