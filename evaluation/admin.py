@@ -15,7 +15,7 @@ from ragsite.errors import DomainError
 
 from .charts import Point, bar_chart, scatter_chart
 from .forms import ImportEvalSetForm
-from .importers import read_native_file
+from .importers import read_native_file, read_shared_uploads
 from .models import EvalCase, EvalCaseResult, EvalRun, EvalSet
 from .selectors import compare_runs, numeric_metrics
 from .services import import_eval_set
@@ -68,10 +68,12 @@ class EvalSetAdmin(admin.ModelAdmin):
             return HttpResponseRedirect(reverse("admin:evaluation_evalset_changelist"))
         form = ImportEvalSetForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
-            upload = form.cleaned_data["file"]
+            upload, qrels = form.cleaned_data["file"], form.cleaned_data["qrels"]
             try:
+                cases = (read_shared_uploads(queries=upload.read(), qrels=qrels.read()) if qrels
+                         else read_native_file(upload.name, upload.read()))
                 outcome = import_eval_set(
-                    name=form.cleaned_data["name"], cases=read_native_file(upload.name, upload.read()),
+                    name=form.cleaned_data["name"], cases=cases,
                     source=upload.name, knowledge_base=form.cleaned_data["knowledge_base"],
                     default=form.cleaned_data["default"], actor=request.user,
                 )

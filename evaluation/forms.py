@@ -12,6 +12,10 @@ class ImportEvalSetForm(forms.Form):
         label=_("文件"),
         help_text=_("JSONL、CSV 或 XLSX，每行一个问题：问题、期望文档（标题、文件名或外部 ID）、期望分块、参考答案、可回答。多个值用 | 分隔。"),
     )
+    qrels = forms.FileField(
+        label=_("qrels.jsonl（可选）"), required=False,
+        help_text=_("共享评测集格式：上面选 queries.jsonl，这里选对应的 qrels.jsonl。"),
+    )
     knowledge_base = forms.ModelChoiceField(
         label=_("知识库"), queryset=KnowledgeBase.objects.order_by("name"), required=False
     )

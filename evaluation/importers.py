@@ -50,17 +50,32 @@ class CaseDraft:
 
 def read_shared_dataset(directory: Path) -> list[CaseDraft]:
     directory = Path(directory)
-    queries = _jsonl(directory / "queries.jsonl")
+    return read_shared_files(
+        queries=_jsonl(directory / "queries.jsonl"), qrels=_jsonl(directory / "qrels.jsonl"),
+        queries_name=str(directory / "queries.jsonl"), qrels_name=str(directory / "qrels.jsonl"), source=str(directory),
+    )
+
+
+def read_shared_uploads(*, queries: bytes, qrels: bytes) -> list[CaseDraft]:
+    """The shared layout as two uploaded files (the admin cannot take a folder)."""
+    return read_shared_files(
+        queries=list(_jsonl_lines("queries.jsonl", queries.decode("utf-8-sig"))),
+        qrels=list(_jsonl_lines("qrels.jsonl", qrels.decode("utf-8-sig"))),
+        queries_name="queries.jsonl", qrels_name="qrels.jsonl", source="queries.jsonl",
+    )
+
+
+def read_shared_files(*, queries, qrels, queries_name: str, qrels_name: str, source: str) -> list[CaseDraft]:
     gold: dict[str, list[str]] = {}
-    for number, row in _jsonl(directory / "qrels.jsonl"):
+    for number, row in qrels:
         if "query_id" not in row or "doc_id" not in row:
-            raise _invalid(directory / "qrels.jsonl", number, _("每行需要 query_id 和 doc_id。"))
+            raise _invalid(qrels_name, number, _("每行需要 query_id 和 doc_id。"))
         if row.get("relevance", 1):
             gold.setdefault(str(row["query_id"]), []).append(str(row["doc_id"]))
     cases = []
     for number, row in queries:
         if "id" not in row or not str(row.get("question", "")).strip():
-            raise _invalid(directory / "queries.jsonl", number, _("每行需要 id 和 question。"))
+            raise _invalid(queries_name, number, _("每行需要 id 和 question。"))
         answers = row.get("answers") or ([row["answer"]] if row.get("answer") else [])
         documents = tuple(dict.fromkeys(gold.get(str(row["id"]), [])))
         cases.append(CaseDraft(
@@ -68,7 +83,7 @@ def read_shared_dataset(directory: Path) -> list[CaseDraft]:
             expected_chunks=(), answers=tuple(str(a) for a in answers if str(a).strip()),
             answerable=bool(documents or answers),
         ))
-    return _checked(cases, str(directory))
+    return _checked(cases, source)
 
 
 def read_native_file(name: str, data: bytes) -> list[CaseDraft]:

@@ -160,3 +160,18 @@ def test_the_charts_page_draws_a_bar_per_run_per_metric_and_the_latency_scatter(
     assert page.count('<svg class="rag-chart"') == 5
     assert page.count("<rect ") == 8 and page.count("<circle ") == 2
     assert "ndcg@10" in page and "<script src=\"http" not in page
+
+
+def test_the_shared_layout_is_imported_from_the_admin_as_its_two_files(admin_client_logged_in):
+    # given
+    queries = SimpleUploadedFile("queries.jsonl", '{"id": "Q1", "question": "年假几天？", "answers": ["十五天"]}'.encode())
+    qrels = SimpleUploadedFile("qrels.jsonl", '{"query_id": "Q1", "doc_id": "D1"}'.encode())
+
+    # when
+    response = admin_client_logged_in.post(reverse("admin:evaluation_evalset_import"),
+                                           {"name": "shared", "file": queries, "qrels": qrels})
+
+    # then
+    assert response.status_code == 302
+    case = EvalSet.objects.get(name="shared").cases.get()
+    assert (case.key, case.expected_documents, case.answers) == ("Q1", ["D1"], ["十五天"])
