@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.files import File
 from django.db import reset_queries
 
@@ -108,16 +109,20 @@ def _refused(paths: Sequence[Path], group: Sequence[int], error: str) -> dict[in
 
 def default_workers(*, kb: KnowledgeBase) -> int:
     """Processes that `ingest --wait` runs the queue with: RAG_INGEST_WORKERS when set, else one
-    per core (at most 4); one when
-    Milvus is an embedded Milvus Lite file (one process at a time can open it) or when the
-    knowledge base's embedder already spreads each call over every core (a local neural model:
-    two processes would only fight over the cores — measured 0.75 of its bare throughput with
-    two, against one)."""
+    per core (at most 4). One when Milvus is an embedded Milvus Lite file (one process at a
+    time can open it) or when the knowledge base's embedder already spreads each call over every
+    core (a local neural model: two processes only fight over the cores — measured 0.75 of its
+    bare throughput with two, against one)."""
     if settings.RAG_INGEST_WORKERS > 0:
         return settings.RAG_INGEST_WORKERS
     if is_embedded(settings.MILVUS_URI or ""):
         return 1
-    if get_embedder(kb.embedding_model, kb.embedding_dimension).uses_all_cores:
+    try:
+        if get_embedder(kb.embedding_model, kb.embedding_dimension).uses_all_cores:
+            return 1
+    except ImproperlyConfigured:
+        # The deployment cannot serve this model: each document will fail with the reason
+        # (`embedding_mismatch`); one process is enough to say so.
         return 1
     return max(1, min(os.cpu_count() or 1, 4))
 

@@ -45,12 +45,12 @@ class Claim:
 
 
 def lease_seconds() -> float:
-    return float(getattr(settings, "RAG_INGESTION_LEASE_SECONDS", 120))
+    return float(settings.RAG_INGESTION_LEASE_SECONDS)
 
 
 def max_attempts() -> int:
     """Runs a document gets (dead workers and transient failures count) before it stays FAILED."""
-    return int(getattr(settings, "RAG_INGESTION_MAX_ATTEMPTS", 3))
+    return int(settings.RAG_INGESTION_MAX_ATTEMPTS)
 
 
 def worker_name() -> str:
@@ -111,21 +111,10 @@ def held_ids(claims: Sequence[Claim]) -> set[int]:
     return set(_held_rows(claims).values_list("pk", flat=True))
 
 
-def heartbeat(claim: Claim) -> bool:
-    """Extend the lease; False when the claim is gone."""
-    return heartbeat_many([claim]) > 0
-
-
 def heartbeat_many(claims: Sequence[Claim]) -> int:
     """Extend the lease of every document these claims still hold; returns how many."""
     now = timezone.now()
     return _held_rows(claims).update(lease_expires_at=now + timedelta(seconds=lease_seconds()), heartbeat_at=now)
-
-
-def advance(claim: Claim, status: str) -> None:
-    """PARSING → INDEXING under the claim."""
-    if not advance_many([claim], status):
-        raise _gone(claim)
 
 
 def advance_many(claims: Sequence[Claim], status: str) -> list[Claim]:
@@ -154,12 +143,6 @@ def lock_many(claims: Sequence[Claim]) -> set[int]:
     return set(_held_rows(claims).select_for_update().values_list("pk", flat=True))
 
 
-def finish(claim: Claim, **fields) -> None:
-    """→ READY under the claim (inside the caller's transaction); releases the claim."""
-    if not finish_many([(claim, fields)]):
-        raise _gone(claim)
-
-
 def finish_many(items: Sequence[tuple[Claim, dict]]) -> list[Claim]:
     """→ READY, each document with its own fields, for those the claims still hold (inside the
     caller's transaction); returns the claims that finished."""
@@ -173,13 +156,11 @@ def finish_many(items: Sequence[tuple[Claim, dict]]) -> list[Claim]:
         if any(sorted(fields) != names for _claim, fields in finished):
             # bulk_update would write a default into a field a document did not give
             raise ValueError("finish_many needs the same fields for every document")
-        rows = []
-        for claim, fields in finished:
-            row = Document(
-                pk=claim.document_id, status=DocumentStatus.READY, status_changed_at=now, error_code="",
-                error_message="", lease_token="", lease_expires_at=None, **fields,
-            )
-            rows.append(row)
+        rows = [
+            Document(pk=claim.document_id, status=DocumentStatus.READY, status_changed_at=now, error_code="",
+                     error_message="", lease_token="", lease_expires_at=None, **fields)
+            for claim, fields in finished
+        ]
         Document.objects.bulk_update(
             rows, ["status", "status_changed_at", "error_code", "error_message", "lease_token", "lease_expires_at", *names],
             batch_size=100,
@@ -191,25 +172,22 @@ def finish_many(items: Sequence[tuple[Claim, dict]]) -> list[Claim]:
 def fail(claim: Claim, *, code: str, message: str) -> bool:
     """→ FAILED under the claim (inside the caller's transaction); False when the claim is gone
     (another run owns the document now: its outcome counts, not this one's)."""
-    now = timezone.now()
-    if not held(claim).update(
-        status=DocumentStatus.FAILED, status_changed_at=now, error_code=code[:64],
-        error_message=message, lease_token="", lease_expires_at=None,
-    ):
-        return False
-    _record([claim], DocumentStatus.FAILED, at=now, error_code=code)
-    return True
+    return _release(claim, DocumentStatus.FAILED, code=code, message=message)
 
 
 def retry_later(claim: Claim, *, code: str, message: str) -> bool:
     """→ QUEUED with the reason, releasing the claim (a transient failure; a new task follows)."""
+    return _release(claim, DocumentStatus.QUEUED, code=code, message=message)
+
+
+def _release(claim: Claim, status: str, *, code: str, message: str) -> bool:
     now = timezone.now()
     if not held(claim).update(
-        status=DocumentStatus.QUEUED, status_changed_at=now, error_code=code[:64],
-        error_message=message, lease_token="", lease_expires_at=None,
+        status=status, status_changed_at=now, error_code=code[:64], error_message=message,
+        lease_token="", lease_expires_at=None,
     ):
         return False
-    _record([claim], DocumentStatus.QUEUED, at=now, error_code=code)
+    _record([claim], status, at=now, error_code=code)
     return True
 
 

@@ -189,6 +189,7 @@ def _process(jobs: list[Job]) -> None:
             _store_isolated(kb, embedder, [job for job in jobs if job.running], beat)
     for job in jobs:
         _settle(job)
+    _enqueue_retries([job for job in jobs if job.outcome == "retry_scheduled"])
 
 
 def _guarded(job: Job, stage) -> None:
@@ -239,8 +240,7 @@ def _to_indexing(jobs: list[Job]) -> None:
             job.document.status = DocumentStatus.INDEXING
         else:
             _lost(job)
-    with transaction.atomic():
-        _publish_many([job.document for job in jobs if job.running], DocumentStatus.INDEXING)
+    _publish_many([job.document for job in jobs if job.running], DocumentStatus.INDEXING)
 
 
 def _describe_images(job: Job) -> None:
@@ -260,19 +260,28 @@ def _store_isolated(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbea
     try:
         _store(kb, embedder, jobs, beat)
     except IngestionFailed as exc:
-        # A service failed (model, vector store): the same for every document of the batch.
-        for job in jobs:
-            if job.running:
-                job.error = exc
+        if exc.transient or len(jobs) == 1:
+            # A service is down (model, vector store): the same for every document of the batch.
+            for job in jobs:
+                if job.running:
+                    job.error = exc
+            return
+        # A refusal (a text the model rejects, a vector the store refuses) may be one
+        # document's doing: find it instead of failing its neighbours.
+        _one_by_one(kb, embedder, jobs, beat, exc)
     except Exception as exc:
         if len(jobs) == 1:
             logger.exception("ingestion of document %s crashed", jobs[0].document.pk)
             jobs[0].crash = exc
             return
-        logger.warning("a batch of %d documents failed (%s); retrying them one by one", len(jobs), exc)
-        for job in jobs:
-            if job.running:
-                _store_isolated(kb, embedder, [job], beat)
+        _one_by_one(kb, embedder, jobs, beat, exc)
+
+
+def _one_by_one(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat, exc: Exception) -> None:
+    logger.warning("a batch of %d documents failed (%s); retrying them one by one", len(jobs), exc)
+    for job in jobs:
+        if job.running:
+            _store_isolated(kb, embedder, [job], beat)
 
 
 def _store(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> None:
@@ -397,11 +406,10 @@ def _reports(ids: list[int], jobs: dict[int, Job]) -> list[IngestionReport]:
 
 class Heartbeat:
     """Extends the lease of a run's documents every third of it, on its own thread and
-    connection, while the run works; `lost` is set when none of them is held any more."""
+    connection, while the run works; it stops beating once none of them is held any more."""
 
     def __init__(self, claims: Sequence[Claim]) -> None:
         self.claims = list(claims)
-        self.lost = threading.Event()
         self._stop = threading.Event()
         name = f"heartbeat-{self.claims[0].document_id}" if self.claims else "heartbeat"
         self._thread = threading.Thread(target=self._beat, name=name, daemon=True)
@@ -416,10 +424,7 @@ class Heartbeat:
 
     def held(self) -> set[int]:
         """The documents still held now (a query, not the last beat's view)."""
-        held = document_status.held_ids(self.claims)
-        if not held:
-            self.lost.set()
-        return held
+        return document_status.held_ids(self.claims)
 
     def _beat(self) -> None:
         interval = max(document_status.lease_seconds() / 3, 0.2)
@@ -427,7 +432,6 @@ class Heartbeat:
             while not self._stop.wait(interval):
                 try:
                     if not document_status.heartbeat_many(self.claims):
-                        self.lost.set()
                         return
                 except DatabaseError as exc:
                     # The next beat may get through; the lease is long enough for a few misses.
@@ -677,9 +681,10 @@ def _remove_vectors(document: Document) -> None:
 
 
 def _retry_later(document: Document, claim: Claim, exc: IngestionFailed) -> float:
-    """Back to QUEUED with the reason shown, and a new task after an exponential backoff
-    (RAG_INGESTION_RETRY_BASE_SECONDS × 2^(attempt − 1)); returns the delay in seconds."""
-    delay = float(getattr(settings, "RAG_INGESTION_RETRY_BASE_SECONDS", 10.0)) * 2 ** (claim.attempt - 1)
+    """Back to QUEUED with the reason shown, to be run again after an exponential backoff
+    (RAG_INGESTION_RETRY_BASE_SECONDS × 2^(attempt − 1)); returns the delay in seconds, 0
+    when the claim was gone (nothing to retry: another run owns the document)."""
+    delay = float(settings.RAG_INGESTION_RETRY_BASE_SECONDS) * 2 ** (claim.attempt - 1)
     message = _("%(error)s 将在 %(s)s 秒后自动重试（第 %(n)s 次，共 %(max)s 次）。") % {
         "error": exc.message, "s": int(delay), "n": claim.attempt + 1, "max": document_status.max_attempts(),
     }
@@ -688,16 +693,25 @@ def _retry_later(document: Document, claim: Claim, exc: IngestionFailed) -> floa
             return 0.0
         document.status = DocumentStatus.QUEUED
         _publish(document, DocumentStatus.QUEUED, error_code=exc.code, error_message=message)
-        document_id = document.pk
-        transaction.on_commit(lambda: _enqueue_after(document_id, delay))
     return delay
 
 
-def _enqueue_after(document_id: int, delay: float) -> None:
+def _enqueue_retries(jobs: list[Job]) -> None:
+    """One deferred task per backoff delay for the batch's retried documents (a batch that met
+    a model outage comes back as one batch, not one task per document)."""
+    by_delay: dict[float, list[int]] = {}
+    for job in jobs:
+        if job.retry_in:
+            by_delay.setdefault(job.retry_in, []).append(job.document.pk)
+    for delay, ids in by_delay.items():
+        transaction.on_commit(lambda delay=delay, ids=ids: _enqueue_after(ids, delay))
+
+
+def _enqueue_after(document_ids: list[int], delay: float) -> None:
     task = ingest_documents_task
     if task.get_backend().supports_defer:
         task = task.using(run_after=timezone.now() + timedelta(seconds=delay))
-    task.enqueue(document_ids=[document_id])
+    task.enqueue(document_ids=document_ids)
 
 
 def _fail(document: Document, claim: Claim, code: str, message: str) -> None:
@@ -757,7 +771,7 @@ def requeue_stale_documents(*, older_than: timedelta | None = None) -> list[int]
     RAG_INGESTION_MAX_ATTEMPTS times stops in FAILED with the reason instead of looping.
     """
     if older_than is None:
-        older_than = timedelta(seconds=getattr(settings, "RAG_INGESTION_STALE_SECONDS", 900))
+        older_than = timedelta(seconds=settings.RAG_INGESTION_STALE_SECONDS)
     expired, lost = document_status.stale(queued_before=timezone.now() - older_than)
     limit = document_status.max_attempts()
     exhausted = list(

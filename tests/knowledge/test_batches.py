@@ -114,6 +114,28 @@ def test_a_shared_stage_that_crashes_is_rerun_document_by_document(kb, milvus, d
     assert Chunk.objects.filter(document=documents["a.txt"]).count() == 1
 
 
+def test_a_refusal_in_a_shared_stage_fails_only_the_document_that_caused_it(kb, milvus, database_tasks, media_root, monkeypatch):
+    # given: the model refuses one text (not an outage: retrying would not help)
+    ids = queued(kb, files(("a.txt", "年假十五天。".encode()), ("poison.txt", "毒药段落。".encode()),
+                          ("c.txt", "病假三十天。".encode())))
+    real_embed = ingestion._embed
+
+    def embed(embedder, contents, kb_):
+        if any("毒药" in content for content in contents):
+            raise ingestion.IngestionFailed("embedding_failed", "input rejected by the model")
+        return real_embed(embedder, contents, kb_)
+
+    monkeypatch.setattr(ingestion, "_embed", embed)
+
+    # when
+    reports = ingest_documents(document_ids=ids)
+
+    # then: the batch was re-run document by document; only the refused one failed
+    assert [r.status for r in reports] == ["ready", "failed", "ready"]
+    poison = Document.objects.get(original_name="poison.txt")
+    assert (poison.error_code, poison.error_message) == ("embedding_failed", "input rejected by the model")
+
+
 def test_a_document_taken_over_mid_batch_is_left_to_its_new_owner(kb, milvus, database_tasks, media_root, monkeypatch):
     # given: while the batch embeds, B's lease is taken over (expired, re-queued, claimed again)
     ids = queued(kb, passages(3))
@@ -152,9 +174,13 @@ def test_a_transient_failure_sends_the_whole_batch_back_to_the_queue(kb, milvus,
     # when
     reports = ingest_documents(document_ids=ids)
 
-    # then: each is queued again with the reason and a retry task of its own
+    # then: each is queued again with the reason, and the batch comes back as one deferred task
+    from django_tasks_db.models import DBTaskResult
+
     assert [r.status for r in reports] == ["retry_scheduled"] * 3
     assert set(Document.objects.filter(pk__in=ids).values_list("status", "error_code")) == {("queued", "embedding_failed")}
+    batches = [row.args_kwargs["kwargs"]["document_ids"] for row in DBTaskResult.objects.order_by("enqueued_at", "id")]
+    assert batches == [ids, ids]  # the upload's task, then one retry task (not three)
 
 
 def test_progress_events_come_once_per_stage_for_the_whole_batch(kb, milvus, database_tasks, media_root):

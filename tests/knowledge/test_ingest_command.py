@@ -222,3 +222,21 @@ def test_a_refused_file_is_reported_and_the_rest_of_its_upload_group_lands(tmp_p
     assert "empty_file" in report
     assert sorted(Document.objects.values_list("original_name", flat=True)) == ["0.txt", "1.txt", "2.txt", "3.txt", "5.txt", "6.txt"]
     assert set(Document.objects.values_list("status", flat=True)) == {DocumentStatus.READY}
+
+
+def test_ingest_into_a_kb_whose_model_the_deployment_cannot_serve_reports_each_file(tmp_path, milvus, database_tasks, media_root, settings):
+    # given: a knowledge base on a remote model while the deployment runs the local provider
+    from knowledge.models import KnowledgeBase
+
+    settings.RAG_INGEST_WORKERS = 0
+    (tmp_path / "a.txt").write_text("年假十五天。", encoding="utf-8")
+    kb = KnowledgeBase.objects.create(slug="remote", name="remote", embedding_model="text-embedding-v3",
+                                      embedding_dimension=1024)
+    out = io.StringIO()
+
+    # when: no traceback while choosing the number of processes; the file fails with the reason
+    with pytest.raises(CommandError, match="1 个文件失败"):
+        call_command("ingest", str(tmp_path), "--kb", kb.slug, "--wait", stdout=out, stderr=io.StringIO())
+
+    # then
+    assert "embedding_mismatch" in out.getvalue()

@@ -61,10 +61,9 @@ def test_a_run_whose_lease_was_taken_over_writes_nothing(milvus, media_root):
     second = document_status.claim(document_id=document.pk, worker="b")
 
     # when / then: every write of A is refused, none of them touches B's claim
-    with pytest.raises(document_status.LeaseLost):
-        document_status.advance(first, DocumentStatus.INDEXING)
-    with pytest.raises(document_status.LeaseLost):
-        document_status.finish(first, chunk_count=1)
+    assert document_status.advance_many([first], DocumentStatus.INDEXING) == []
+    assert document_status.finish_many([(first, {"chunk_count": 1})]) == []
+    assert document_status.retry_later(first, code="embedding_failed", message="A") is False
     ingestion._fail(document, first, "internal_error", "A crashed late")
     document.refresh_from_db()
     assert (document.status, document.lease_token, document.error_code) == (DocumentStatus.PARSING, second.token, "")
