@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -43,15 +43,16 @@ class EvalSetAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("knowledge_base").annotate(
             _cases=Count("cases", distinct=True), _runs=Count("runs", distinct=True),
+            _unanswerable=Count("cases", filter=Q(cases__answerable=False), distinct=True),
         )
 
     @admin.display(description=gettext_lazy("问题数"), ordering="_cases")
     def case_count(self, eval_set: EvalSet) -> int:
         return eval_set._cases
 
-    @admin.display(description=gettext_lazy("不可回答"))
+    @admin.display(description=gettext_lazy("不可回答"), ordering="_unanswerable")
     def unanswerable_count(self, eval_set: EvalSet) -> int:
-        return eval_set.cases.filter(answerable=False).count()
+        return eval_set._unanswerable
 
     @admin.display(description=gettext_lazy("运行次数"), ordering="_runs")
     def run_count(self, eval_set: EvalSet):
@@ -85,8 +86,9 @@ class EvalSetAdmin(admin.ModelAdmin):
                 ) % {"name": outcome.eval_set.name, "created": outcome.created, "updated": outcome.updated,
                      "removed": outcome.removed, "unchanged": outcome.unchanged})
                 return HttpResponseRedirect(reverse("admin:evaluation_evalset_change", args=[outcome.eval_set.pk]))
-        return TemplateResponse(request, "admin/evaluation/evalset/import.html", {
+        return TemplateResponse(request, "admin/knowledge/form_page.html", {
             **self.admin_site.each_context(request), "title": _("导入评测集"), "form": form, "opts": self.model._meta,
+            "form_id": "import-form", "submit_label": _("导入"),
         })
 
 

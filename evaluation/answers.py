@@ -55,7 +55,8 @@ def judge(case: EvalCase, result: TurnResult) -> dict:
     refused = declined(result)
     if not case.answerable:
         return {"declined": float(refused), "correct": float(refused)}
-    cited = [c for c in result.citations if c.cited] or list(result.citations)
+    # Only what the answer cites counts: a source it was given but did not cite supports nothing.
+    cited = [c for c in result.citations if c.cited]
     contained = contains_any(result.answer, case.answers) if case.answers else False
     supported = any(contains_any(c.text, case.answers) for c in cited) if case.answers else False
     return {"containment": float(contained), "citation_valid": float(supported), "declined": float(refused),

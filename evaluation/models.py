@@ -33,6 +33,9 @@ class EvalSet(models.Model):
     )
     created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
     updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
+    # When a case was last added, changed or removed: runs older than this measured another set
+    # (the release check reruns them). Re-importing the same file does not move it.
+    cases_changed_at = models.DateTimeField(_("问题变更时间"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("评测集")

@@ -21,7 +21,7 @@ from knowledge.release_gate import MetricDelta, ReleaseReport
 
 from .models import EvalRun, EvalSet, RunKind, RunStatus
 from .runner import evaluate_mode
-from .selectors import found_within_k
+from .selectors import compare_runs, numeric_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -41,22 +41,26 @@ def schedule_release_check(*, version_id: int, **kwargs) -> None:
 
 
 def run_release_check(*, version: KnowledgeBaseVersion) -> list[EvalRun]:
-    """The draft's run, and the active version's when it has none for the set as it is now."""
+    """The draft's run, then the active version's when it has none for the set as it is now.
+    A run that fails is recorded as failed (the report says so); it does not stop the other."""
     kb = version.knowledge_base
     eval_set = default_eval_set(kb)
     if eval_set is None:
         return []
-    runs = []
     targets = [version]
     active = kb.active_version
     if active is not None and active.pk != version.pk and _latest(eval_set, active) is None:
-        targets.insert(0, active)
+        targets.append(active)
+    runs = []
     for target in targets:
-        report = evaluate_mode(
-            kb=kb, eval_set=eval_set, mode=settings.RAG_RELEASE_CHECK_MODE, k=settings.RAG_RELEASE_CHECK_K,
-            version=target, purpose=PURPOSE,
-        )
-        runs.append(EvalRun.objects.get(pk=report["run_id"]))
+        try:
+            evaluate_mode(kb=kb, eval_set=eval_set, mode=settings.RAG_RELEASE_CHECK_MODE,
+                          k=settings.RAG_RELEASE_CHECK_K, version=target, purpose=PURPOSE)
+        except Exception:
+            logger.exception("release check of %s v%s on %s failed", kb.slug, target.number, eval_set.name)
+        run = _latest(eval_set, target, finished=False)
+        if run is not None:
+            runs.append(run)
     return runs
 
 
@@ -77,44 +81,40 @@ class ReleaseCheck:
         eval_set = default_eval_set(kb)
         if eval_set is None:
             return None
-        draft_run = _latest(eval_set, version, finished=False)
-        if draft_run is None:
-            return ReleaseReport(status="pending", eval_set=eval_set.name)
-        if draft_run.status == RunStatus.RUNNING:
-            return ReleaseReport(status="running", eval_set=eval_set.name, draft_run_id=draft_run.pk)
-        if draft_run.status == RunStatus.FAILED:
-            return ReleaseReport(status="failed", eval_set=eval_set.name, draft_run_id=draft_run.pk,
-                                 error=draft_run.error)
         active = kb.active_version
-        active_run = _latest(eval_set, active) if active is not None and active.pk != version.pk else None
-        names = sorted(draft_run.metrics)
-        metrics = tuple(
-            MetricDelta(name=name, active=active_run.metrics.get(name) if active_run else None,
-                        draft=draft_run.metrics.get(name))
-            for name in names
+        draft_run = _latest(eval_set, version, finished=False)
+        active_run = (_latest(eval_set, active, finished=False)
+                      if active is not None and active.pk != version.pk else None)
+        # The draft's state decides first; a comparison needs the active version's run as well.
+        for run, needed in ((draft_run, True), (active_run, active is not None and active.pk != version.pk)):
+            if run is None and needed:
+                return ReleaseReport(status="pending", eval_set=eval_set.name)
+            if run is not None and run.status == RunStatus.RUNNING:
+                return ReleaseReport(status="running", eval_set=eval_set.name, draft_run_id=draft_run.pk if draft_run else None)
+            if run is not None and run.status == RunStatus.FAILED:
+                return ReleaseReport(status="failed", eval_set=eval_set.name, error=run.error,
+                                     draft_run_id=draft_run.pk if draft_run else None)
+        if active_run is None:
+            # The first version of the knowledge base: nothing to compare with.
+            metrics = tuple(MetricDelta(name=name, active=None, draft=value)
+                            for name, value in sorted(numeric_metrics(draft_run).items()))
+            return ReleaseReport(status="done", eval_set=eval_set.name, metrics=metrics, draft_run_id=draft_run.pk,
+                                 notes=("no_active_version",))
+        comparison = compare_runs(active_run, draft_run)
+        return ReleaseReport(
+            status="done", eval_set=eval_set.name,
+            metrics=tuple(MetricDelta(name=row.name, active=row.a, draft=row.b) for row in comparison.metrics),
+            lost=tuple(case.question for case in comparison.cases if case.change == "lost"),
+            gained=tuple(case.question for case in comparison.cases if case.change == "gained"),
+            draft_run_id=draft_run.pk, active_run_id=active_run.pk,
         )
-        lost, gained = _found_changes(active_run, draft_run) if active_run else ((), ())
-        notes = () if active_run else ("no_active_run",)
-        return ReleaseReport(status="done", eval_set=eval_set.name, metrics=metrics, lost=lost, gained=gained,
-                             draft_run_id=draft_run.pk, active_run_id=active_run.pk if active_run else None,
-                             notes=notes)
 
 
 def _latest(eval_set: EvalSet, version: KnowledgeBaseVersion, *, finished: bool = True) -> EvalRun | None:
     """The newest release-check run of this version on the set, not older than the set's cases."""
-    runs = EvalRun.objects.filter(
-        eval_set=eval_set, version=version, kind=RunKind.RETRIEVAL, config__purpose=PURPOSE,
-        started_at__gte=eval_set.updated_at,
-    )
+    runs = EvalRun.objects.filter(eval_set=eval_set, version=version, kind=RunKind.RETRIEVAL, config__purpose=PURPOSE)
+    if eval_set.cases_changed_at is not None:
+        runs = runs.filter(started_at__gte=eval_set.cases_changed_at)
     if finished:
         runs = runs.filter(status=RunStatus.SUCCEEDED)
     return runs.order_by("-started_at", "-id").first()
-
-
-def _found_changes(before: EvalRun, after: EvalRun) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Questions whose gold was within k before and not now (lost), and the reverse (gained)."""
-    k = int(after.config.get("k") or settings.RAG_RELEASE_CHECK_K)
-    then, now = found_within_k(before, k=k), found_within_k(after, k=k)
-    lost = tuple(then[key] for key in sorted(set(then) - set(now)))
-    gained = tuple(now[key] for key in sorted(set(now) - set(then)))
-    return lost, gained

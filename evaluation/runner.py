@@ -7,14 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
-
 from django.core.files.base import ContentFile
 
+from engines.tokens import count_tokens
 from knowledge import bulk
 from knowledge import services as knowledge_services
 from knowledge.models import Document, DocumentStatus, KnowledgeBase, KnowledgeBaseVersion
 from retrieval.contracts import RetrievalRequest
-from engines.tokens import count_tokens
 from retrieval.factory import build_retrieval_service
 
 from . import services
@@ -47,7 +46,6 @@ def build_knowledge_base(*, kb: KnowledgeBase, dataset: Dataset) -> BuildReport:
         Document.objects.filter(knowledge_base=kb).exclude(external_id="").values_list("external_id", flat=True)
     )
     todo = [entry for entry in dataset.corpus if entry.id not in present]
-    document_ids: list[int] = []
     duplicates = 0
     for start in range(0, len(todo), UPLOAD_BATCH):
         batch = todo[start : start + UPLOAD_BATCH]
@@ -62,7 +60,6 @@ def build_knowledge_base(*, kb: KnowledgeBase, dataset: Dataset) -> BuildReport:
             external_ids=[e.id for e in batch],
             titles=[e.title or e.id for e in batch],
         )
-        document_ids.extend(o.document.pk for o in outcomes)
         duplicates += sum(1 for o in outcomes if o.duplicate)
     pending = list(
         Document.objects.filter(knowledge_base=kb)
@@ -100,8 +97,9 @@ def evaluate_mode(
 ) -> dict:
     """One retrieval configuration over the set's cases that name their evidence, stored as an
     `EvalRun` with a row per case; returns the report row (the run's id included). `version`:
-    the version whose documents answer (a draft under the release check); default the active."""
-    service = build_retrieval_service(kb)
+    the version whose documents answer (a draft under the release check); default the active.
+    Whatever goes wrong after the run is recorded (a misconfigured KB, Milvus down) leaves it
+    FAILED with the error, never RUNNING."""
     keys = document_keys(kb=kb)
     cases = retrieval_cases(eval_set)
     if limit is not None:
@@ -115,6 +113,7 @@ def evaluate_mode(
     run = services.start_run(eval_set=eval_set, label=label, knowledge_base=kb, version=version or kb.active_version,
                              config=config, actor=actor)
     try:
+        service = build_retrieval_service(kb)
         outcomes, rankings, latencies, stages = [], [], [], {}
         usage = Usage()
         degradations = 0
@@ -141,14 +140,16 @@ def evaluate_mode(
             if progress is not None:
                 progress(len(latencies), len(cases))
             degradations += bool(response.trace.degradations)
-            ranked, relevant = ranking(case, response.results, keys)
+            judged = result_keys(case, response.results, keys)
+            # Several chunks of one document count once.
+            ranked, relevant = dedupe(judged), gold_of(case)
             rankings.append((ranked, relevant))
             outcomes.append(services.CaseOutcome(
                 case=case, gold=sorted(relevant), latency_ms=elapsed,
                 retrieved=[
                     {"rank": rank, "key": key, "document_id": r.document_id, "chunk_id": r.chunk_id,
                      "title": r.document_title, "score": round(r.score, 4), "relevance": round(r.relevance, 3)}
-                    for rank, (key, r) in enumerate(zip(result_keys(case, response.results, keys), response.results), 1)
+                    for rank, (key, r) in enumerate(zip(judged, response.results), 1)
                 ][:top_k],
                 gold_rank=first_rank(ranked, relevant),
                 metrics=summarize([(ranked, relevant)], k=k),
@@ -160,8 +161,8 @@ def evaluate_mode(
             "stages": {stage: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2)}
                        for stage, v in sorted(stages.items())},
         }
-        services.finish_run(run=run, outcomes=outcomes, metrics=metrics, latency_ms=latency,
-                            usage=usage.per_thousand(len(cases)))
+        spent = usage.per_thousand(len(cases))
+        services.finish_run(run=run, outcomes=outcomes, metrics=metrics, latency_ms=latency, usage=spent)
     except BaseException as exc:
         services.fail_run(run=run, error=f"{type(exc).__name__}: {exc}")
         raise
@@ -175,7 +176,7 @@ def evaluate_mode(
         "metrics": metrics,
         "latency_ms": latency,
         "degraded_queries": degradations,
-        "usage": usage.per_thousand(len(cases)),
+        "usage": spent,
     }
 
 
@@ -276,13 +277,11 @@ def result_keys(case: EvalCase, results, keys: dict[int, tuple[str, ...]]) -> li
     return found
 
 
-def ranking(case: EvalCase, results, keys: dict[int, tuple[str, ...]]) -> tuple[list[str], frozenset[str]]:
+def gold_of(case: EvalCase) -> frozenset[str]:
+    """The case's gold in the unit `result_keys` names results in."""
     if case.expected_chunks:
-        relevant = frozenset(f"chunk:{c}" for c in case.expected_chunks)
-    else:
-        relevant = frozenset(case.expected_documents)
-    # Several chunks of one document count once.
-    return dedupe(result_keys(case, results, keys)), relevant
+        return frozenset(f"chunk:{c}" for c in case.expected_chunks)
+    return frozenset(case.expected_documents)
 
 
 def first_rank(ranked: list[str], relevant: frozenset[str]) -> int | None:

@@ -43,15 +43,6 @@ def numeric_metrics(run: EvalRun) -> dict[str, float]:
             if isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
-def found_within_k(run: EvalRun, *, k: int) -> dict[str, str]:
-    """{case key: question} of the cases whose first gold document ranked within k."""
-    return {
-        key: question
-        for key, question, rank in EvalCaseResult.objects.filter(run=run).values_list("case_key", "question", "gold_rank")
-        if rank is not None and rank <= k
-    }
-
-
 def compare_runs(a: EvalRun, b: EvalRun) -> RunComparison:
     """Metrics side by side (delta in points, b − a) and every question's gold rank in both;
     a question is lost when a found it within k and b does not (k of b's configuration)."""

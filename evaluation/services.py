@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
@@ -17,6 +18,9 @@ from ragsite.errors import ValidationFailed
 
 from .importers import CaseDraft
 from .models import EvalCase, EvalCaseResult, EvalRun, EvalSet, RunKind, RunStatus
+
+
+CASE_FIELDS = ["ordinal", "question", "expected_documents", "expected_chunks", "answers", "answerable"]
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,10 @@ def import_eval_set(
     eval_set, _created = EvalSet.objects.select_for_update().get_or_create(
         name=name[:120], defaults={"created_by": _user_or_none(actor)}
     )
-    if knowledge_base is not None:
+    if knowledge_base is not None and knowledge_base.pk != eval_set.knowledge_base_id:
+        # Moving to another knowledge base: it is not that one's default unless asked.
         eval_set.knowledge_base = knowledge_base
+        eval_set.is_default = False
     if default:
         # One default per knowledge base: the previous one steps down in the same transaction.
         EvalSet.objects.filter(knowledge_base=knowledge_base, is_default=True).exclude(pk=eval_set.pk).update(is_default=False)
@@ -59,17 +65,15 @@ def import_eval_set(
     if description:
         eval_set.description = description
     eval_set.source = source[:300]
-    eval_set.save()
 
     existing = {case.key: case for case in EvalCase.objects.filter(eval_set=eval_set)}
     created = updated = unchanged = 0
     to_create, to_update = [], []
     for ordinal, draft in enumerate(cases):
-        values = {
-            "ordinal": ordinal, "question": draft.question, "expected_documents": list(draft.expected_documents),
-            "expected_chunks": list(draft.expected_chunks), "answers": list(draft.answers),
-            "answerable": draft.answerable,
-        }
+        values = dict(zip(CASE_FIELDS, (
+            ordinal, draft.question, list(draft.expected_documents), list(draft.expected_chunks), list(draft.answers),
+            draft.answerable,
+        ), strict=True))
         case = existing.pop(draft.key, None)
         if case is None:
             to_create.append(EvalCase(eval_set=eval_set, key=draft.key, **values))
@@ -82,8 +86,11 @@ def import_eval_set(
         else:
             unchanged += 1
     EvalCase.objects.bulk_create(to_create, batch_size=500)
-    EvalCase.objects.bulk_update(to_update, list(values), batch_size=500)
+    EvalCase.objects.bulk_update(to_update, CASE_FIELDS, batch_size=500)
     removed = EvalCase.objects.filter(pk__in=[case.pk for case in existing.values()]).delete()[0]
+    if created or updated or removed:
+        eval_set.cases_changed_at = timezone.now()
+    eval_set.save()
     return ImportOutcome(eval_set=eval_set, created=created, updated=updated, removed=removed, unchanged=unchanged)
 
 
@@ -153,6 +160,7 @@ def fail_run(*, run: EvalRun, error: str) -> EvalRun:
     return run
 
 
+@lru_cache(maxsize=1)
 def git_revision() -> str:
     """The checkout's commit, for telling runs of different code apart ("" outside git)."""
     try:

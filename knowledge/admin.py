@@ -646,7 +646,8 @@ class DocumentAdmin(admin.ModelAdmin):
         return TemplateResponse(
             request,
             "admin/knowledge/document/upload.html",
-            {**self.admin_site.each_context(request), "title": _("上传文档"), "form": form, "opts": self.model._meta},
+            {**self.admin_site.each_context(request), "title": _("上传文档"), "form": form, "opts": self.model._meta,
+             "form_id": "upload-form", "submit_label": _("上传")},
         )
 
 

@@ -40,6 +40,11 @@ def test_a_cited_source_that_holds_the_answer_makes_the_citation_valid():
     assert scores == {"containment": 1.0, "citation_valid": 0.0, "declined": 0.0, "correct": 1.0}
 
 
+def test_an_answer_that_cites_nothing_has_no_valid_citation_even_when_its_context_held_the_answer():
+    result = turn("年假十五天。", citations=[(False, "年假十五天。")])
+    assert judge(case(), result)["citation_valid"] == 0.0
+
+
 def test_declining_is_right_only_when_no_document_answers():
     refusal = turn("根据当前知识库无法确定。", hit_type="insufficient_context")
     assert judge(case(answers=(), answerable=False), refusal) == {"declined": 1.0, "correct": 1.0}

@@ -48,10 +48,10 @@ def test_a_draft_that_loses_a_document_shows_the_loss(kb_with_default_set, staff
     # when: the draft becomes READY (its release check runs in the background: inline here)
     draft = draft_without(kb_with_default_set, "差旅标准", staff_user)
 
-    # then: the draft and the active version were both run on the default set, with the draft's documents
+    # then: the draft (first) and the active version were both run on the default set
     runs = EvalRun.objects.filter(config__purpose="release_check").order_by("id")
     assert [(run.version_id, run.status) for run in runs] == [
-        (kb_with_default_set.active_version_id, "succeeded"), (draft.pk, "succeeded"),
+        (draft.pk, "succeeded"), (kb_with_default_set.active_version_id, "succeeded"),
     ]
     report = ReleaseCheck().report(version=draft)
     assert report.status == "done" and report.lost == ("一线城市住宿标准每晚多少钱？",) and report.gained == ()
@@ -149,3 +149,45 @@ def test_the_api_refuses_with_the_code_and_accepts_an_override(kb_with_default_s
     # then
     assert refused.status_code == 409 and refused.json()["code"] == "release_check_blocked"
     assert forced.status_code == 200 and forced.json()["release_check"]["overridden"] is True
+
+
+def test_a_check_that_cannot_run_is_reported_failed_with_its_error_not_left_pending(kb_with_default_set, staff_user, settings):
+    # given: the vector store is down when the draft's check runs
+    from engines.milvus_store import reset_vector_store_cache
+
+    services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=5.0)
+    good_uri = settings.MILVUS_URI
+    settings.MILVUS_URI = "http://127.0.0.1:9"
+    reset_vector_store_cache()
+    try:
+        # when
+        draft = draft_without(kb_with_default_set, "打印机", staff_user)
+    finally:
+        settings.MILVUS_URI = good_uri
+        reset_vector_store_cache()
+
+    # then: both runs are recorded as failed; publishing is refused with the reason, not "pending"
+    assert set(EvalRun.objects.filter(config__purpose="release_check").values_list("status", flat=True)) == {"failed"}
+    report = ReleaseCheck().report(version=draft)
+    assert report.status == "failed" and report.error
+    with pytest.raises(InvalidTransition, match="上线检查失败"):
+        services.activate_version(version=draft, actor=staff_user, reason="发布")
+
+
+def test_reimporting_the_same_set_keeps_the_drafts_check_current(kb_with_default_set, staff_user, tmp_path):
+    # given: a checked draft
+    draft = draft_without(kb_with_default_set, "差旅标准", staff_user)
+    assert ReleaseCheck().report(version=draft).status == "done"
+
+    # when: the same file is imported again, then a changed one
+    native = tmp_path / "release.jsonl"
+    call_command("import_eval_set", str(native), "--name", "release", "--kb", "rel", "--default", stdout=io.StringIO())
+    unchanged = ReleaseCheck().report(version=draft).status
+    native.write_text(native.read_text(encoding="utf-8") + "\n" + json.dumps(
+        {"id": "R5", "question": "VPN 用什么账号登录？", "expected_documents": ["VPN 使用"]}, ensure_ascii=False),
+        encoding="utf-8")
+    call_command("import_eval_set", str(native), "--name", "release", "--kb", "rel", "--default", stdout=io.StringIO())
+
+    # then: only a real change of the cases makes the old runs stale
+    assert unchanged == "done"
+    assert ReleaseCheck().report(version=draft).status == "pending"

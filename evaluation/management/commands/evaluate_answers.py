@@ -12,11 +12,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from knowledge.models import KnowledgeBase
 from ragsite.errors import DomainError
+from retrieval.contracts import RetrievalError
 
 from ...answers import evaluate_answers
 from ...datasets import DatasetError, load_dataset
 from ...importers import read_shared_dataset
 from ...models import EvalSet
+from ...progress import terminal_progress
 from ...runner import build_knowledge_base
 from ...services import import_eval_set
 
@@ -54,25 +56,15 @@ class Command(BaseCommand):
         kb.refresh_from_db()
         if kb.active_version_id is None:
             raise CommandError("知识库没有生效版本，无法评测。")
-        report = evaluate_answers(kb=kb, eval_set=eval_set, limit=options["limit"], progress=self._progress())
+        try:
+            report = evaluate_answers(kb=kb, eval_set=eval_set, limit=options["limit"],
+                                      progress=terminal_progress(self.stderr, "answers"))
+        except (DomainError, RetrievalError) as error:
+            raise CommandError(f"{error.message}（{error.code}）") from error
         self._print(eval_set, report)
         if options["output"]:
             Path(options["output"]).write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
             self.stdout.write(f"wrote {options['output']}")
-
-    def _progress(self):
-        stream = self.stderr._out
-        if not stream.isatty():
-            return None
-
-        def show(done: int, total: int) -> None:
-            filled = int(30 * done / total) if total else 30
-            stream.write(f"\ranswers [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
-            if done >= total:
-                stream.write("\n")
-            stream.flush()
-
-        return show
 
     def _print(self, eval_set: EvalSet, report: dict) -> None:
         m = report["metrics"]

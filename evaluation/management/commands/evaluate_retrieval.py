@@ -14,10 +14,12 @@ from django.core.management.base import BaseCommand, CommandError
 from knowledge import services
 from knowledge.models import KnowledgeBase, Visibility
 from ragsite.errors import DomainError
+from retrieval.contracts import RetrievalError
 
 from ...datasets import DatasetError, load_dataset
 from ...importers import read_shared_dataset
 from ...models import EvalSet
+from ...progress import terminal_progress
 from ...runner import ABLATION, build_knowledge_base, evaluate_bm25_baseline, evaluate_mode, retrieval_cases, run_label
 from ...services import import_eval_set
 
@@ -97,10 +99,15 @@ class Command(BaseCommand):
 
         runs = []
         for name, config in self._configurations(options):
-            runs.append({"name": name, **evaluate_mode(
-                kb=kb, eval_set=eval_set, k=options["k"], candidate_k=options["candidate_k"], limit=options["limit"],
-                progress=self._progress(name), **config,
-            )})
+            try:
+                run = evaluate_mode(
+                    kb=kb, eval_set=eval_set, k=options["k"], candidate_k=options["candidate_k"], limit=options["limit"],
+                    progress=terminal_progress(self.stderr, name), **config,
+                )
+            except (DomainError, RetrievalError) as error:
+                # The run is stored as failed with the error; say which and why, not a traceback.
+                raise CommandError(f"{name}: {error.message}（{error.code}）") from error
+            runs.append({"name": name, **run})
         report["runs"] = runs
         # Plain BM25 over the corpus files: only a dataset folder has them.
         report["baseline"] = evaluate_bm25_baseline(dataset=dataset, k=options["k"]) if dataset else None
@@ -125,21 +132,6 @@ class Command(BaseCommand):
                     found.append((run_label(mode=mode, fusion=fusion, rewrite=False, rerank=True),
                                   {**base, "enable_rerank": True}))
         return found
-
-    def _progress(self, name: str):
-        """A progress bar on a terminal; nothing when the output is a file or a pipe."""
-        stream = self.stderr._out
-        if not stream.isatty():
-            return None
-
-        def show(done: int, total: int) -> None:
-            filled = int(30 * done / total) if total else 30
-            stream.write(f"\r{name:<28} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
-            if done >= total:
-                stream.write("\n")
-            stream.flush()
-
-        return show
 
     def _eval_set(self, options, dataset) -> EvalSet:
         if dataset is None:
