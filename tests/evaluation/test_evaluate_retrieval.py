@@ -242,3 +242,26 @@ def test_the_ablation_switches_each_stage_off_for_real_and_prices_the_calls(
     assert runs["dense"].usage["cost_per_1000"] == 0.0  # the local embedder has no price
     report = out.getvalue()
     assert "hybrid − rewrite" in report and "hybrid + parent expansion" in report and "stage p50/p95 ms" in report
+
+
+@pytest.mark.django_db(transaction=True)
+def test_milvus_down_during_an_evaluation_is_a_message_and_a_failed_run(tmp_path, milvus, database_tasks, media_root, settings):
+    # given: a built knowledge base, then the vector store goes away
+    from engines.milvus_store import reset_vector_store_cache
+    from evaluation.models import EvalRun
+
+    dataset = write_dataset(tmp_path)
+    call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--build", "--mode", "sparse",
+                 stdout=io.StringIO())
+    settings.MILVUS_URI = "http://127.0.0.1:9"
+    reset_vector_store_cache()
+
+    # when / then
+    try:
+        with pytest.raises(CommandError, match="sparse: .*retrieval_unavailable"):
+            call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--mode", "sparse",
+                         stdout=io.StringIO())
+    finally:
+        reset_vector_store_cache()
+    failed = EvalRun.objects.order_by("-id").first()
+    assert failed.status == "failed" and "AllChannelsFailed" in failed.error
