@@ -133,7 +133,14 @@ class _Piece:
 def _pieces(block: Block, budget: int, *, heading: bool = False) -> list[_Piece]:
     parts: list[tuple[str, int]] = []
     for sentence in _merge_short(_split(block.text.strip(), _SENTENCE_END)):
-        parts.extend(_fit(sentence, budget))
+        for part, tokens in _fit(sentence, budget):
+            if parts and not part.strip():
+                # Whitespace alone (a blank line, a cut inside a run of spaces) would become an
+                # empty chunk when a cut fell right after it: it stays with the text before it.
+                previous, previous_tokens = parts[-1]
+                parts[-1] = (previous + part, previous_tokens + tokens)
+            else:
+                parts.append((part, tokens))
     # The newline joining a block to the previous one costs a token too.
     return [
         _Piece(
@@ -246,6 +253,7 @@ class _Chunker:
     own: list[_Piece] = field(default_factory=list)
     carried: list[_Piece] = field(default_factory=list)
     pending_images: list[Block] = field(default_factory=list)
+    orphan_headings: bool = False
     # The section's latest text chunk, which a small remainder may still join.
     last_text_draft: int | None = None
     last_text_pieces: list[_Piece] = field(default_factory=list)
@@ -259,11 +267,17 @@ class _Chunker:
         self.part, self.part_tokens = 0, 0
         self.own, self.carried, self.pending_images = [], [], []
         self.last_text_draft, self.last_text_pieces, self.last_text_sources = None, [], []
+        # Headings of empty sections before this one that are not on its heading path: dropping
+        # them with the section's own headings (when it has no text) would lose their text.
+        self.orphan_headings = any(
+            _one_line(heading.text) not in section.heading_path for heading in section.headings
+        )
         for heading in section.headings:
-            self.own.extend(_pieces(heading, self.budget, heading=True))
+            for piece in _pieces(heading, self.budget, heading=True):
+                self._add_piece(piece)
         for block in section.blocks:
             if block.kind == "table":
-                self._flush_text(final=True)
+                self._flush_text(final=True, keep_headings=self.orphan_headings)
                 self._emit_images()
                 self._table(block)
             elif block.kind == "image":
@@ -273,7 +287,7 @@ class _Chunker:
             else:
                 for piece in _pieces(block, self.budget):
                     self._add_piece(piece)
-        self._flush_text(final=True, keep_headings=not section.blocks)
+        self._flush_text(final=True, keep_headings=not section.blocks or self.orphan_headings)
         self._emit_images()
 
     def _has_body(self) -> bool:
@@ -283,8 +297,10 @@ class _Chunker:
 
     def _add_piece(self, piece: _Piece) -> None:
         used = sum(p.tokens for p in self.carried) + sum(p.tokens for p in self.own)
-        if self._has_body() and used + piece.tokens > self.budget:
-            self._flush_text(final=False)
+        if self.own and used + piece.tokens > self.budget:
+            # Headings count towards the budget as well: when they leave no room for the next
+            # piece they become a chunk of their own (they are on every chunk's heading path).
+            self._flush_text(final=False, keep_headings=True)
             self._emit_images()
         if self.carried and sum(p.tokens for p in self.carried) + piece.tokens > self.budget:
             self.carried = []

@@ -15,6 +15,7 @@ from typing import BinaryIO
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from knowledge.parsing._common import ZIP_OPEN_ERRORS, unreadable_zip_member
 from ragsite.errors import ValidationFailed
 
 SNIFF_BYTES = 64 * 1024
@@ -135,11 +136,12 @@ def _detect_binary(head: bytes, stream: BinaryIO) -> str | None:
 def _detect_ooxml(stream: BinaryIO) -> str:
     try:
         archive = zipfile.ZipFile(stream)
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except (*ZIP_OPEN_ERRORS, ValueError) as exc:
         raise FileRejected(_("压缩包已损坏，无法读取：%(error)s") % {"error": exc}, code="corrupt_file")
     try:
         members = archive.infolist()
         _check_archive_limits(members)
+        _check_members_readable(members)
         names = {member.filename for member in members}
     finally:
         archive.close()
@@ -174,6 +176,17 @@ def _check_archive_limits(members: list[zipfile.ZipInfo]) -> None:
             _("文档压缩比异常（%(ratio)d 倍），疑似压缩炸弹。") % {"ratio": uncompressed // compressed},
             code="archive_too_large",
         )
+
+
+def _check_members_readable(members: list[zipfile.ZipInfo]) -> None:
+    # The Office libraries read every member; one zipfile cannot read must not reach them.
+    for member in members:
+        problem = unreadable_zip_member(member)
+        if problem:
+            raise FileRejected(
+                _("压缩包已损坏，无法读取：%(error)s") % {"error": f"{member.filename}：{problem}"},
+                code="corrupt_file",
+            )
 
 
 def _text_encoding(head: bytes) -> str | None:

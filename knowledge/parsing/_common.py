@@ -53,6 +53,35 @@ def table_from_rows(rows: Sequence[Sequence[object]]) -> tuple[str, tuple[str, .
 
 # --- ZIP containers (DOCX / XLSX / PPTX) ------------------------------------------------------
 
+# What zipfile raises for an archive it cannot open: besides BadZipFile, a central directory
+# declaring a newer ZIP version is NotImplementedError.
+ZIP_OPEN_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    NotImplementedError,
+    OSError,
+)
+_READABLE_COMPRESSION = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+_ENCRYPTED = 0x01
+_COMPRESSED_PATCH = 0x20
+_STRONG_ENCRYPTION = 0x40
+
+
+def unreadable_zip_member(member: zipfile.ZipInfo) -> str | None:
+    """Why zipfile would refuse to read this member, from its central directory entry.
+
+    zipfile opens such an archive but raises RuntimeError (encrypted) or NotImplementedError
+    (other compression methods, patch data) only when the member is read, deep inside the
+    Office libraries, which read every member of a package.
+    """
+    if member.flag_bits & (_ENCRYPTED | _STRONG_ENCRYPTION):
+        return "已加密"
+    if member.flag_bits & _COMPRESSED_PATCH:
+        return "不支持的补丁数据"
+    if member.compress_type not in _READABLE_COMPRESSION:
+        return f"不支持的压缩方式 {member.compress_type}"
+    return None
+
 
 def check_archive(data: bytes, *, limits: ParseLimits, kind: str) -> None:
     """Refuse a zip bomb by its declared sizes before a library inflates anything.
@@ -63,10 +92,18 @@ def check_archive(data: bytes, *, limits: ParseLimits, kind: str) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError) as exc:
+    except (*ZIP_OPEN_ERRORS, ValueError) as exc:
         raise ParseError(
             "corrupt_file", f"{kind} 文件已损坏，无法读取（{exc}）。请用 Office 重新保存后再上传。"
         ) from exc
+    for member in members:
+        problem = unreadable_zip_member(member)
+        if problem:
+            raise ParseError(
+                "corrupt_file",
+                f"{kind} 文件已损坏，无法读取（{member.filename}：{problem}）。"
+                "请用 Office 重新保存后再上传。",
+            )
     if len(members) > limits.max_archive_members:
         raise ParseError(
             "archive_too_large",
@@ -94,8 +131,9 @@ def check_archive(data: bytes, *, limits: ParseLimits, kind: str) -> None:
 # (lxml's XMLSyntaxError and ElementTree's ParseError are SyntaxErrors), a missing part or
 # relationship (KeyError), an out-of-range reference (IndexError), an unexpected element
 # (AttributeError, TypeError, ValueError), no main part at all (openpyxl: OSError) or a damaged
-# member (BadZipFile, zlib.error, EOFError).
+# member (BadZipFile, zlib.error, EOFError, NotImplementedError for a ZIP feature zipfile lacks).
 _MALFORMED_PACKAGE: tuple[type[Exception], ...] = (
+    NotImplementedError,
     SyntaxError,
     KeyError,
     IndexError,
