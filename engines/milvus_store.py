@@ -486,20 +486,27 @@ class MilvusVectorStore:
     def _search_sparse(self, kind: Kind, *, query: str, expr: str, limit: int) -> list[VectorHit]:
         layout = self._layouts[kind]
         text = _fit_utf8(query, layout.text_max_bytes, what="BM25 query")
-        result = self._call(
-            kind,
-            "BM25 search",
-            lambda c, n: c.search(
-                n,
-                data=[text],
-                anns_field=_SPARSE,
-                filter=expr,
-                limit=min(limit, MAX_TOP_K),
-                output_fields=[layout.group_field],
-                search_params={"metric_type": "BM25"},
-                timeout=self.timeout,
-            ),
-        )
+
+        def search(client: MilvusClient, name: str):
+            try:
+                return client.search(
+                    name,
+                    data=[text],
+                    anns_field=_SPARSE,
+                    filter=expr,
+                    limit=min(limit, MAX_TOP_K),
+                    output_fields=[layout.group_field],
+                    search_params={"metric_type": "BM25"},
+                    timeout=self.timeout,
+                )
+            except MilvusException as exc:
+                # A collection that never held a row has no BM25 statistics (average length 0):
+                # Milvus weighs the query with NaN and refuses it. Nothing is there to find.
+                if _NO_BM25_STATISTICS in (exc.message or ""):
+                    return [[]]
+                raise
+
+        result = self._call(kind, "BM25 search", search)
         return _hits(result, group_field=layout.group_field)
 
     def _call(self, kind: Kind, action: str, fn: Callable[[MilvusClient, str], T]) -> T:
@@ -544,12 +551,17 @@ class MilvusVectorStore:
             return self._client
 
     def _grpc_options(self) -> dict[str, Any]:
-        if not _is_local_target(self.uri):
-            return {}
-        # pymilvus pings idle connections every 10 s; Milvus Lite's gRPC server tolerates that
-        # only every 5 min and answers with "too_many_pings" GOAWAYs (error lines on stderr, a
-        # reconnect on the next call). Nothing drops idle loopback connections, so skip them.
-        return {"grpc.keepalive_permit_without_calls": False}
+        # pymilvus recovers from UNAVAILABLE by opening a new channel; with gRPC's global
+        # subchannel pool that channel would inherit the dead connection's reconnect backoff
+        # (1 s and growing) and fail at once, so the first requests after Milvus restarts
+        # would still be refused. A channel of its own connects immediately.
+        options: dict[str, Any] = {"grpc.use_local_subchannel_pool": 1}
+        if _is_local_target(self.uri):
+            # pymilvus pings idle connections every 10 s; Milvus Lite's gRPC server tolerates
+            # that only every 5 min and answers with "too_many_pings" GOAWAYs (error lines on
+            # stderr, a reconnect on the next call). Nothing drops idle loopback connections.
+            options["grpc.keepalive_permit_without_calls"] = False
+        return options
 
     def _ensure_collection(self, kind: Kind) -> str:
         name = self._names[kind]
@@ -919,6 +931,9 @@ def _is_timeout(exc: BaseException) -> bool:
         return exc.code == grpc.StatusCode.DEADLINE_EXCEEDED
     code_fn = getattr(exc, "code", None)
     return callable(code_fn) and code_fn() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+_NO_BM25_STATISTICS = "Invalid sparse row: NaN or Inf"
 
 
 def _is_collection_missing(exc: MilvusException) -> bool:

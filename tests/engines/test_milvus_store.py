@@ -709,3 +709,13 @@ def test_chunk_ids_lists_every_vector_of_a_kb_past_one_querys_limit(store):
     # then
     assert len(ids) == 17_001
     assert ids[17_001] == 170 and 50_000 not in ids
+
+
+def test_keyword_search_of_a_collection_that_holds_nothing_finds_nothing(store):
+    # given: the collection exists but nothing was ever indexed (a first knowledge base)
+    store.search_dense(kb_id=1, vector=unit(1.0), limit=5, documents=ANY_DOCUMENT)
+    # when: Milvus has no BM25 statistics yet (average length 0)
+    chunks = store.search_sparse(kb_id=1, query="报销流程", limit=5, documents=ANY_DOCUMENT)
+    faqs = store.search_faq_sparse(kb_id=1, query="报销流程", limit=5)
+    # then
+    assert chunks == [] and faqs == []

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import socket
 import sys
 import threading
 import time
@@ -105,7 +106,8 @@ class Answer:
     """A chat / generation answer. Streams are `deltas` (default: the text in 3-char pieces),
     `delay` seconds apart; `first_delay` seconds between the response headers and the first
     delta (a slow first token); `error_after` sends an error event after that many deltas;
-    `finish=False` ends the stream without a finish reason."""
+    `finish=False` ends the stream without a finish reason; `cut_after` drops the connection
+    after that many deltas, mid-body (no last chunk: a truncated stream)."""
 
     text: str = DEFAULT_ANSWER
     deltas: tuple[str, ...] | None = None
@@ -113,6 +115,7 @@ class Answer:
     first_delay: float = 0.0
     error_after: int | None = None
     finish: bool = True
+    cut_after: int | None = None
 
     def pieces(self) -> list[str]:
         if self.deltas is not None:
@@ -410,6 +413,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if answer.error_after is not None and number == answer.error_after:
                     self._chunk(self._stream_error(route))
                     break
+                if answer.cut_after is not None and number == answer.cut_after:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 last = number == len(pieces) - 1
                 self._chunk(
                     self._stream_event(route, piece, finish=last and answer.finish, number=number)
