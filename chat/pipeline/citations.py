@@ -83,7 +83,8 @@ def attach_support(
         numbers = [int(n) for n in _CITATION.findall(unit)]
         if not numbers:
             continue
-        claim = _IMAGE.sub("", _CITATION.sub("", unit)).strip()
+        # The answer filter writes a "<" that would open a tag as "&lt;"; the source has "<".
+        claim = _IMAGE.sub("", _CITATION.sub("", unit)).replace("&lt;", "<").strip()
         pieces = [row for row in claim.splitlines() if row.strip()] or [claim]
         for number in dict.fromkeys(numbers):
             citation = by_number.get(number)

@@ -276,7 +276,7 @@ def user_prompt(*, question: str, items: tuple[ContextItem, ...], history: tuple
         parts.append("对话历史：\n" + "\n".join(lines))
     blocks = [f"[来源 {item.number}] {defuse(item.title)}\n{item.prompt_text}" for item in items]
     parts.append("<knowledge_context>\n" + "\n\n".join(blocks) + "\n</knowledge_context>")
-    parts.append(f"问题：{question}")
+    parts.append(f"问题：{defuse(question)}")
     return "\n\n".join(parts)
 
 

@@ -1,14 +1,25 @@
 """Stage 6: streaming generation with citation enforcement applied while the text streams.
 
 `AnswerFilter` sits between the model and the client, so what the client receives is exactly
-what is stored:
+what is stored. The model quotes documents written by others and may follow instructions found
+in them, so its output is treated as hostile markdown:
 - citation markers for sources in the context become the canonical `[来源 N](citation://N)`
   (models also write `[来源 N]`, `【来源 N】`, `[N]`); markers for any other number are removed
   and counted — they point outside the context (seed 003 §4.2.2 `invalid_citation_numbers`);
-- images survive only as `![alt](asset://ID)` with an ID from this message's results; any other
-  image (an external URL, an unknown asset) is removed and counted, so no client ever fetches it.
-Text that might still become a marker is held back until it is decided (bounded: a run longer
-than `_MAX_HOLD` characters is released as text).
+- images survive only as `![alt](asset://ID)` with an ID from this message's results. Any other
+  image — an external URL, an unknown asset, a title or spaces in the destination, brackets in
+  the alt text, a reference-style image (`![x][ref]`) — is removed and counted; a `!` that does
+  not start such an image never stays in front of a `[` (so no markdown renderer can build an
+  image from it, whatever reference definitions the text carries);
+- `citation:` and `asset:` outside those canonical forms, and `javascript:` / `vbscript:`, lose
+  their scheme (`citation：//9`), so no link in the text can pose as a citation, fetch an asset
+  or run a script, whichever renderer shows it;
+- raw HTML cannot start: a `<` that would open a tag (`<img`, `</`, `<!--`, `<?`) is written
+  `&lt;`, which markdown shows as the `<` the model wrote;
+- control characters and bidirectional overrides are dropped (they could make the answer read
+  differently from what it says).
+Text that might still become one of these is held back until it is decided (bounded: a run
+longer than `_MAX_HOLD` characters is released, and then as text that cannot become markup).
 """
 
 from __future__ import annotations
@@ -17,15 +28,35 @@ import re
 from collections.abc import Iterator
 
 _MAX_HOLD = 400
+_ALT_MAX = 300  # characters of an image's alt text (or reference label) we wait for
+_DEST_MAX = 1000  # characters of an image destination we wait for
 
 _CITE_HEAD = re.compile(r"[\[【]\s*(?:来源\s*[:：]?\s*)?(\d{1,3})\s*[\]】]")
 _CITE_PREFIX = re.compile(r"[\[【](\s*(来(源(\s*[:：]?\s*\d{0,3}\s*)?)?)?|\s*\d{1,3}\s*)?$")
 _LINK = re.compile(r"\(\s*citation://(\d{1,3})\s*\)")
 _LINK_PREFIX = "(citation://"
-_IMAGE = re.compile(r"!\[([^\]\n]{0,300})\]\(([^)\s]{0,1000})\)")
-_IMAGE_PREFIX = re.compile(r"!(\[[^\]\n]{0,300}(\](\([^)\s]{0,1000})?)?)?$")
-_ASSET = re.compile(r"asset://(\d{1,12})")
-_TRIGGERS = re.compile(r"[\[【!]")
+_ASSET_DEST = re.compile(r"\s*<?\s*asset://(\d{1,12})\s*>?\s*(?:\"[^\"]*\"|'[^']*')?\s*")
+_CITATION_DEST = re.compile(r"\s*<?\s*citation://\d{1,3}\s*>?\s*")
+# Schemes that must not survive as links: ours outside their canonical forms, and script URLs.
+_SCHEMES = ("citation", "asset", "javascript", "vbscript")
+_SCHEME = re.compile(r"(%s)\s*:" % "|".join(_SCHEMES), re.I)
+
+
+def _prefixes(word: str) -> str:
+    """A pattern for every non-empty prefix of `word` ("c", "ci", … "citation" + spaces)."""
+    pattern = r"\s*"
+    for char in reversed(word[1:]):
+        pattern = f"(?:{char}{pattern})?"
+    return word[0] + pattern
+
+
+# The tail of the text that may still grow into a scheme ("cita" + "tion:").
+_SCHEME_TAIL = re.compile(r"(?:%s)\Z" % "|".join(_prefixes(w) for w in _SCHEMES), re.I)
+_TAG_START = re.compile(r"[A-Za-z/!?]")
+_TRIGGERS = re.compile(r"[\[【!<]|(?:%s)\s*:" % "|".join(_SCHEMES), re.I)
+# C0 and C1 controls but tab and newline, DEL, and the bidirectional embeddings, overrides and
+# isolates.
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 class AnswerFilter:
@@ -36,86 +67,157 @@ class AnswerFilter:
         self.blocked_images = 0
         self.cited_numbers: list[int] = []
         self._pending = ""
+        self._last = ""  # the last character emitted
 
     def feed(self, text: str) -> str:
-        self._pending += text
+        self._pending += _INVISIBLE.sub("", text)
         return self._drain(final=False)
 
     def flush(self) -> str:
         return self._drain(final=True)
 
     def _drain(self, *, final: bool) -> str:
+        text = self._pending
         out: list[str] = []
-        while self._pending:
-            match = _TRIGGERS.search(self._pending)
+        position = 0
+        while position < len(text):
+            match = _TRIGGERS.search(text, position)
             if match is None:
-                out.append(self._pending)
-                self._pending = ""
+                tail = None if final else _SCHEME_TAIL.search(text, position)
+                end = tail.start() if tail and len(text) - tail.start() < _MAX_HOLD else len(text)
+                self._emit(out, text[position:end])
+                position = end
                 break
-            out.append(self._pending[: match.start()])
-            self._pending = self._pending[match.start():]
-            consumed = self._at_trigger(final)
-            if consumed is None:  # undecided: wait for more text
+            self._emit(out, text[position:match.start()])
+            position = match.start()
+            step = self._at_trigger(text, position, final)
+            if step is None:  # undecided: wait for more text
                 break
-            out.append(consumed)
+            piece, position = step
+            self._emit(out, piece)
+        self._pending = text[position:]
         return "".join(out)
 
-    def _at_trigger(self, final: bool) -> str | None:
-        """Handle the markup that starts at the head of the buffer: the text to emit for it,
-        or None to wait. Always consumes at least one character when it returns text."""
-        text = self._pending
-        if text[0] == "!":
-            return self._image(text, final)
-        return self._citation(text, final)
+    def _emit(self, out: list[str], piece: str) -> None:
+        if piece:
+            out.append(piece)
+            self._last = piece[-1]
 
-    def _citation(self, text: str, final: bool) -> str | None:
-        head = _CITE_HEAD.match(text)
+    def _at_trigger(self, text: str, at: int, final: bool) -> tuple[str, int] | None:
+        """Handle the markup that starts at `at`: (the text to emit for it, where to go on), or
+        None to wait. Always moves on by at least one character when it does not wait."""
+        head = text[at]
+        if head == "!":
+            return self._image(text, at, final)
+        if head == "<":
+            return self._tag(text, at, final)
+        if head in "[【":
+            return self._citation(text, at, final)
+        scheme = _SCHEME.match(text, at)
+        return f"{scheme.group(1)}：", scheme.end()
+
+    def _citation(self, text: str, at: int, final: bool) -> tuple[str, int] | None:
+        head = _CITE_HEAD.match(text, at)
         if head is None:
-            if not final and len(text) < _MAX_HOLD and _CITE_PREFIX.fullmatch(text):
+            if not final and len(text) - at < _MAX_HOLD and _CITE_PREFIX.fullmatch(text, at):
                 return None
-            return self._emit_literal(1)
-        rest = text[head.end():]
-        if rest.startswith("("):
-            link = _LINK.match(rest)
+            return text[at], at + 1
+        after = head.end()
+        if text.startswith("(", after):
+            link = _LINK.match(text, after)
             if link is None:
-                if not final and len(rest) < len(_LINK_PREFIX) + 6 and _could_be_link(rest):
+                rest = text[after:after + len(_LINK_PREFIX) + 8]
+                if not final and len(text) - after < len(_LINK_PREFIX) + 6 and _could_be_link(rest):
                     return None
-                consumed = head.end()
+                consumed = after
             else:
-                consumed = head.end() + link.end()
-        elif not rest and not final:
+                consumed = link.end()
+        elif after == len(text) and not final:
             return None  # a link part may follow
         else:
-            consumed = head.end()
+            consumed = after
         number = int(head.group(1))
-        marker = text[:consumed]
-        self._pending = text[consumed:]
+        marker = text[at:consumed]
         if number in self.valid_numbers:
             self.cited_numbers.append(number)
-            return f"[来源 {number}](citation://{number})"
+            # After a "!" the marker would read as an image.
+            space = " " if self._last == "!" else ""
+            return f"{space}[来源 {number}](citation://{number})", consumed
         if "来源" not in marker and "citation://" not in marker and (number == 0 or number > 99):
             # "[2024]" (a year) or "a[0]" in running text is not a citation.
-            return marker
+            return marker, consumed
         self.removed_citations.append(number)
-        return ""
+        return "", consumed
 
-    def _image(self, text: str, final: bool) -> str | None:
-        image = _IMAGE.match(text)
-        if image is None:
-            if not final and len(text) < _MAX_HOLD and _IMAGE_PREFIX.fullmatch(text):
+    def _image(self, text: str, at: int, final: bool) -> tuple[str, int] | None:
+        if at + 1 == len(text):
+            return None if not final else ("!", at + 1)
+        if text[at + 1] != "[":
+            return "!", at + 1
+        close = _closing_bracket(text, at + 1)
+        if close is None:
+            return None if not final else ("", at + 1)
+        if close < 0:
+            return "", at + 1  # cannot be an image: the "!" goes, the rest is read as text
+        after = close + 1
+        if after == len(text):
+            return None if not final else ("", at + 1)
+        if text[after] == "(":
+            end = text.find(")", after, after + _DEST_MAX)
+            if end < 0:
+                if not final and len(text) - after < _DEST_MAX:
+                    return None
+                return "", at + 1
+            destination = text[after + 1:end]
+            if _CITATION_DEST.fullmatch(destination):
+                return "", at + 1  # "![来源 1](citation://1)": a citation after a "!"
+            asset = _ASSET_DEST.fullmatch(destination)
+            if asset and int(asset.group(1)) in self.asset_ids:
+                alt = re.sub(r"[\[\]<>\\\n]+", " ", text[at + 2:close]).strip()
+                return f"![{alt}](asset://{int(asset.group(1))})", end + 1
+            self.blocked_images += 1
+            return "", end + 1
+        if text[after] == "[":  # "![alt][label]": an image wherever the label is defined
+            end = _closing_bracket(text, after)
+            if end is None and not final:
                 return None
-            return self._emit_literal(1)
-        self._pending = text[image.end():]
-        asset = _ASSET.fullmatch(image.group(2).strip())
-        if asset and int(asset.group(1)) in self.asset_ids:
-            alt = re.sub(r"[\[\]]", "", image.group(1)).strip()
-            return f"![{alt}](asset://{int(asset.group(1))})"
-        self.blocked_images += 1
-        return ""
+            if end is None or end < 0:
+                return "", at + 1
+            self.blocked_images += 1
+            return "", end + 1
+        return "", at + 1  # "![label]": the label stays, as text or a citation
 
-    def _emit_literal(self, count: int) -> str:
-        piece, self._pending = self._pending[:count], self._pending[count:]
-        return piece
+    def _tag(self, text: str, at: int, final: bool) -> tuple[str, int] | None:
+        if at + 1 == len(text):
+            return None if not final else ("<", at + 1)
+        return ("&lt;" if _TAG_START.match(text, at + 1) else "<"), at + 1
+
+
+def _closing_bracket(text: str, start: int) -> int | None:
+    """The index of the "]" closing the "[" at `start` (brackets nest, backslashes escape);
+    None when the text ends first, -1 when it cannot close (a blank line, or too long)."""
+    depth = 0
+    index = start
+    limit = min(len(text), start + _ALT_MAX)
+    while index < limit:
+        char = text[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth == 0:
+                return index
+        elif char == "\n":
+            following = index + 1
+            while following < len(text) and text[following] in " \t":
+                following += 1
+            if following < len(text) and text[following] == "\n":
+                return -1  # a blank line ends any bracket
+        index += 1
+    return None if limit == len(text) else -1
 
 
 def _could_be_link(rest: str) -> bool:

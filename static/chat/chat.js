@@ -54,10 +54,19 @@
 
   // --- small helpers ------------------------------------------------------------------------
 
+  // Bidirectional embeddings, overrides and isolates in a document's text would make what
+  // follows them read in another order ("txt.exe" shown as "exe.txt"). They are shown as U+FFFD,
+  // one for one, so offsets into the text (support spans) stay right.
+  var BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
+
+  function plain(text) {
+    return String(text).replace(BIDI_CONTROLS, "\ufffd");
+  }
+
   function node(tag, className, text) {
     var element = document.createElement(tag);
     if (className) element.className = className;
-    if (text !== undefined && text !== null) element.textContent = text;
+    if (text !== undefined && text !== null) element.textContent = plain(text);
     return element;
   }
 
@@ -383,7 +392,7 @@
       button.type = "button";
       button.setAttribute("data-cite", String(citation.number));
       button.appendChild(node("span", "source-number", "[" + citation.number + "]"));
-      button.appendChild(document.createTextNode(" " + (citation.title || "")));
+      button.appendChild(document.createTextNode(" " + plain(citation.title || "")));
       var label = locatorLabel(citation);
       if (label) button.appendChild(node("span", "source-locator", " · " + label));
       item.appendChild(button);
@@ -435,7 +444,7 @@
 
   function highlightRanges(text, spans) {
     // Offsets are in code points (Python); JavaScript strings count UTF-16 units.
-    var chars = Array.from(text);
+    var chars = Array.from(plain(text));
     var ranges = [];
     spans.forEach(function (span) {
       var start = span.text_start;
@@ -443,7 +452,7 @@
       if (Number.isInteger(start) && Number.isInteger(end) && start >= 0 && end > start && end <= chars.length) {
         ranges.push([start, end]);
       } else if (span.text) {
-        var at = chars.join("").indexOf(span.text);
+        var at = chars.join("").indexOf(plain(span.text));
         if (at >= 0) {
           var before = Array.from(chars.join("").slice(0, at)).length;
           ranges.push([before, before + Array.from(span.text).length]);
@@ -475,14 +484,14 @@
       return c.number === number;
     })[0];
     if (!citation) return;
-    el.panelTitle.textContent = "[" + citation.number + "] " + (citation.title || "");
+    el.panelTitle.textContent = plain("[" + citation.number + "] " + (citation.title || ""));
     el.panelKind.textContent = citation.kind === "faq" ? t("faq") : "";
     el.panelKind.hidden = citation.kind !== "faq";
     var label = locatorLabel(citation);
-    el.panelLocator.textContent = label;
+    el.panelLocator.textContent = plain(label);
     el.panelLocator.hidden = !label;
     var heading = (citation.heading_path || []).join(" › ");
-    el.panelHeading.textContent = heading;
+    el.panelHeading.textContent = plain(heading);
     el.panelHeading.hidden = !heading;
 
     var spans = citation.spans || [];

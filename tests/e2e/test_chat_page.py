@@ -454,7 +454,7 @@ def test_prompt_injection_in_a_document_renders_inert(site, open_page):
     text = answer.locator(".answer").inner_text()
     # then: the markup is shown as text, nothing of it runs or loads
     assert "<script>alert(1)</script>" in text
-    assert '<a href="javascript:alert(1)">' in text
+    assert '<a href="javascript：alert(1)">' in text  # the answer filter also breaks the scheme
     numbers = {b.get_attribute("data-cite") for b in answer.locator("button[data-cite]").all()}
     assert numbers and numbers <= {"1", "2", "3"}
     # and: every source opens as plain text, the fake "[来源 9]" included
