@@ -20,6 +20,8 @@ from django.utils.translation import gettext as _
 
 from ragsite.api import error_payload
 from ragsite.errors import DomainError
+from ragsite.limits import acquire_stream_slot, too_many_streams_body
+from ragsite.throttles import CHAT_THROTTLES, caller_from_scope, throttle_wait, throttled_body
 
 from .access import requester_of
 from .contracts import TurnCancelled
@@ -67,11 +69,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _run_turn(self, body: dict) -> None:
         prepared = await sync_to_async(self._validate)(body)
-        if isinstance(prepared, DomainError):
-            await self._error(str(prepared.message), code=prepared.code)
+        if isinstance(prepared, dict):
+            await self._error(prepared.pop("detail"), **prepared)
             return
-        query, requester = prepared
-        runner = TurnRunner(query=query, requester=requester).start()
+        query, requester, slot = prepared
+        try:
+            runner = TurnRunner(query=query, requester=requester).start()
+        except BaseException:
+            slot.release()
+            raise
+        slot.hold_while(runner.work)
         self.runner = runner
         session_id = ""
         trace_id = ""
@@ -108,19 +115,31 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             runner.cancel()
             raise
         finally:
+            slot.release()
             if self.runner is runner:
                 self.runner = None
 
     def _validate(self, body: dict):
+        """(query, requester, stream slot), or the error event's fields: each question is
+        rate-limited and takes a stream slot like an SSE request."""
+        caller = caller_from_scope({**self.scope, "user": self.scope.get("user") or AnonymousUser()})
+        wait = throttle_wait(caller, CHAT_THROTTLES)
+        if wait is not None:
+            return throttled_body(wait)
         try:
-            query = ChatRequestInput.query_from(body)
+            query = ChatRequestInput.query_from(body, user=caller.user)
         except DomainError as exc:
-            return exc
-        # Runs in a worker thread: claiming a session saves it.
-        requester = requester_of(
-            user=self.scope.get("user") or AnonymousUser(), session=self.scope.get("session"), claim_session=True
-        )
-        return query, requester
+            return {"code": exc.code, "detail": str(exc.message)}
+        slot = acquire_stream_slot(caller)
+        if slot is None:
+            return too_many_streams_body()
+        try:
+            # Runs in a worker thread: claiming a session saves it.
+            requester = requester_of(user=caller.user, session=self.scope.get("session"), claim_session=True)
+        except BaseException:
+            slot.release()
+            raise
+        return query, requester, slot
 
     async def _cancel_turn(self) -> None:
         if self.runner is not None:
@@ -146,8 +165,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "error", "session_id": session_id, "trace_id": trace_id,
                               "code": code, "error": message})
 
-    async def _error(self, message: str, *, code: str) -> None:
-        await self.send_json({"type": "error", "session_id": "", "trace_id": "", "code": code, "error": message})
+    async def _error(self, message: str, *, code: str, **extra) -> None:
+        await self.send_json({"type": "error", "session_id": "", "trace_id": "", "code": code, "error": message, **extra})
 
 
 def _end_event(event: Finished, *, session_id: str) -> dict:

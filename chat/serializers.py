@@ -3,23 +3,45 @@ SDK's own (`messages` as UI messages, the chat `id`, and `knowledge_base_id` in 
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ragsite.errors import ValidationFailed
-from retrieval.serializers import RetrievalOptionsInput
+from retrieval.serializers import AssetOutput, RetrievalOptionsInput, RetrievalResultOutput
 
 from .contracts import ChatOptions, ChatQuery
+from .models import MessageRole, MessageStatus
+from .pipeline.rules import load_rules
 
-MAX_UI_MESSAGES = 500
+class UIMessagePartInput(serializers.Serializer):
+    type = serializers.CharField(help_text='Only "text" parts are read.')
+    text = serializers.CharField(required=False, allow_blank=True, help_text="Required in a text part.")
 
 
+class UIMessageInput(serializers.Serializer):
+    """The schema of one AI SDK UI message; the question is the last user message's text parts
+    (or its older `content` string). Other roles and parts are accepted and not read."""
+
+    id = serializers.CharField(required=False, allow_blank=True)
+    role = serializers.CharField(help_text='"user", "assistant" or "system".')
+    parts = UIMessagePartInput(many=True, required=False)
+    content = serializers.CharField(required=False, allow_blank=True)
+
+
+@extend_schema_field(UIMessageInput(many=True))
 class UIMessagesField(serializers.ListField):
     """AI SDK UI messages: a body whose `messages` is no list is malformed like a bad message."""
 
     def to_internal_value(self, data):
         if not isinstance(data, list):
             raise ValidationFailed(_("messages 格式不正确：messages 必须是数组。"), code="invalid_messages")
+        most = settings.RAG_MAX_CHAT_MESSAGES
+        if len(data) > most:
+            raise ValidationFailed(
+                _("messages 过多（最多 %(n)s 条），请开始新的对话。") % {"n": most}, code="too_many_messages"
+            )
         return super().to_internal_value(data)
 
 
@@ -29,7 +51,7 @@ class ChatRequestInput(RetrievalOptionsInput):
     conversation_id = serializers.UUIDField(required=False, allow_null=True)
     # AI SDK (DefaultChatTransport): {id, messages, trigger, messageId, ...body}
     id = serializers.CharField(required=False, allow_blank=True, max_length=100)
-    messages = UIMessagesField(child=serializers.JSONField(), required=False, max_length=MAX_UI_MESSAGES)
+    messages = UIMessagesField(child=serializers.JSONField(), required=False)
     trigger = serializers.CharField(required=False, allow_blank=True, max_length=50)
     messageId = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=100)  # noqa: N815
 
@@ -41,12 +63,29 @@ class ChatRequestInput(RetrievalOptionsInput):
                 raise ValidationFailed(_("请提供 question，或 AI SDK 格式的 messages。"), code="question_empty")
             question = last_user_text(data["messages"])
         data["question"] = question.strip()
+        # Checked here on the raw text so an oversized body is refused before any work; the
+        # pipeline checks again after normalisation (NFKC can lengthen a text), for every caller.
+        most = settings.RAG_MAX_QUESTION_CHARS
+        if len(data["question"]) > most:
+            raise ValidationFailed(_("问题过长（最多 %(n)s 个字符）。") % {"n": most}, code="question_too_long")
         return super().validate(data)
 
+    def anonymous_limits(self) -> dict:
+        # Chat's defaults are the rules file's; the reranker's depends on the provider, as in
+        # the retrieval plan (pipeline/preparation.build_plan).
+        defaults = load_rules().retrieval
+        local = getattr(settings, "RAG_PROVIDER", "local") == "local"
+        return {
+            "enable_query_rewrite": defaults.enable_query_rewrite,
+            "enable_rerank": defaults.enable_rerank_local if local else defaults.enable_rerank_remote,
+            "candidate_k": defaults.candidate_k,
+        }
+
     @classmethod
-    def query_from(cls, data) -> ChatQuery:
-        """The question a transport received, or ValidationFailed with the first problem."""
-        serializer = cls(data=data)
+    def query_from(cls, data, *, user) -> ChatQuery:
+        """The question a transport received from `user`, or ValidationFailed with the first
+        problem (Forbidden for options an anonymous caller may not ask for)."""
+        serializer = cls(data=data, context={"user": user})
         if not serializer.is_valid():
             field, errors = next(iter(serializer.errors.items()))
             raise ValidationFailed(f"{field}: {errors[0]}", code="invalid_request", errors=serializer.errors)
@@ -94,3 +133,106 @@ def last_user_text(messages) -> str:
                 texts.append(part["text"])
         return "\n".join(texts)
     raise ValidationFailed(_("messages 中没有用户消息。"), code="question_empty")
+
+
+# --- response shapes (what `TurnResult.as_dict()` and the conversation selectors produce) --------
+
+
+class SupportSpanOutput(serializers.Serializer):
+    line = serializers.IntegerField(help_text="0-based answer line citing it; -1: chosen for the question.")
+    chunk_id = serializers.IntegerField(allow_null=True)
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    text_start = serializers.IntegerField()
+    text_end = serializers.IntegerField()
+    text = serializers.CharField(allow_blank=True)
+
+
+class CitationOutput(serializers.Serializer):
+    number = serializers.IntegerField(help_text="N of `[来源 N]`.")
+    kind = serializers.ChoiceField(choices=["chunk", "faq"])
+    title = serializers.CharField(allow_blank=True)
+    text = serializers.CharField(allow_blank=True)
+    score = serializers.FloatField()
+    relevance = serializers.FloatField()
+    chunk_id = serializers.IntegerField(allow_null=True)
+    document_id = serializers.IntegerField(allow_null=True)
+    faq_id = serializers.IntegerField(allow_null=True)
+    locator = serializers.DictField()
+    locator_label = serializers.CharField(allow_blank=True)
+    heading_path = serializers.ListField(child=serializers.CharField())
+    content_type = serializers.CharField()
+    context_chunk_ids = serializers.ListField(child=serializers.IntegerField())
+    preview_url = serializers.CharField(allow_null=True)
+    assets = AssetOutput(many=True)
+    spans = SupportSpanOutput(many=True)
+    cited = serializers.BooleanField(help_text="The answer cites it inline.")
+
+
+class IntentOutput(serializers.Serializer):
+    intent = serializers.CharField()
+    rule_score = serializers.FloatField()
+    confidence = serializers.FloatField()
+    reason = serializers.CharField(allow_blank=True)
+
+
+class AnswerConfidenceOutput(serializers.Serializer):
+    score = serializers.FloatField()
+    level = serializers.CharField()
+    label = serializers.CharField()
+    reasons = serializers.ListField(child=serializers.CharField())
+    # Diagnostics whose keys follow the confidence model (seed 003 §4.2).
+    evidence_confidence = serializers.DictField()
+    generation_verification = serializers.DictField()
+    signals = serializers.DictField()
+
+
+class ChatTurnOutput(serializers.Serializer):
+    trace_id = serializers.UUIDField()
+    conversation_id = serializers.UUIDField()
+    user_message_id = serializers.IntegerField()
+    message_id = serializers.IntegerField(help_text="The answer's message.")
+    answer = serializers.CharField(allow_blank=True)
+    route = serializers.CharField()
+    hit_type = serializers.CharField(allow_blank=True)
+    intent = IntentOutput()
+    citations = CitationOutput(many=True)
+    answer_confidence = AnswerConfidenceOutput(allow_null=True)
+    retrieval = serializers.DictField(help_text="Diagnostics: plan, query variants, timings, cache, degradations.")
+    kb_version = serializers.IntegerField(allow_null=True)
+
+
+class ConversationOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    knowledge_base_id = serializers.CharField()
+    title = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class EvidenceOutput(serializers.Serializer):
+    """What an answer was shown with, as stored at the time."""
+
+    route = serializers.CharField()
+    hit_type = serializers.CharField(allow_blank=True)
+    intent = serializers.DictField()
+    rewritten_query = serializers.CharField(allow_blank=True)
+    citations = CitationOutput(many=True)
+    retrieval_results = RetrievalResultOutput(many=True)
+    retrieval_trace = serializers.DictField()
+    answer_confidence = AnswerConfidenceOutput(allow_null=True)
+
+
+class MessageOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    role = serializers.ChoiceField(choices=MessageRole.choices)
+    content = serializers.CharField(allow_blank=True)
+    status = serializers.ChoiceField(choices=MessageStatus.choices)
+    error_code = serializers.CharField(allow_blank=True)
+    trace_id = serializers.UUIDField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    evidence = EvidenceOutput(allow_null=True, help_text="Complete answers only.")
+
+
+class ConversationDetailOutput(ConversationOutput):
+    messages = MessageOutput(many=True)

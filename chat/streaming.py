@@ -58,6 +58,11 @@ class TurnRunner:
         self._future = self._loop.run_in_executor(turn_pool(), self._work)
         return self
 
+    @property
+    def work(self) -> asyncio.Future:
+        """Done once the pipeline stopped in its worker thread, whatever the transport did."""
+        return self._future
+
     async def next(self) -> Outcome:
         return await self._queue.get()
 

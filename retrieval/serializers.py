@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
-from .contracts import FUSIONS, MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_QUESTION_CHARS, MAX_TOP_K, MODES
+from ragsite.errors import Forbidden
+from ragsite.openapi import ChannelErrorOutput
+
+from .contracts import FUSIONS, MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_TOP_K, MODES
+
+MAX_ID = 2**63 - 1  # a BigAutoField's largest key, on PostgreSQL and SQLite
 
 
 class RetrievalOptionsInput(serializers.Serializer):
@@ -14,6 +20,11 @@ class RetrievalOptionsInput(serializers.Serializer):
     chat's defaults live in its rules file."""
 
     DEFAULTS: dict = {}
+    # Options that cost model calls (rewrite, rerank, HyDE) or more candidates per request: an
+    # anonymous caller gets the endpoint's defaults and no more (403 `option_requires_login`),
+    # so a public knowledge base cannot be made to spend the operator's model budget at will.
+    # The serializer's context says who asks (`user`); without one nothing is checked.
+    COSTLY_FLAGS: tuple[str, ...] = ("enable_query_rewrite", "enable_rerank")
 
     top_k = serializers.IntegerField(min_value=1, max_value=MAX_TOP_K, required=False)
     mode = serializers.ChoiceField(choices=MODES, required=False)
@@ -22,7 +33,8 @@ class RetrievalOptionsInput(serializers.Serializer):
     enable_rerank = serializers.BooleanField(required=False, allow_null=True, default=None)
     enable_parent_expansion = serializers.BooleanField(required=False, allow_null=True, default=None)
     document_ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), required=False, allow_null=True,
+        # Bounded like the primary keys: a larger number made the facts query itself fail (a 500).
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False, allow_null=True,
         max_length=MAX_DOCUMENT_IDS, allow_empty=False,
         error_messages={"max_length": _("document_ids 最多 50 个。")},
     )
@@ -36,7 +48,30 @@ class RetrievalOptionsInput(serializers.Serializer):
             raise serializers.ValidationError({"candidate_k": _("candidate_k 不能小于 top_k。")})
         ids = data.get("document_ids")
         data["document_ids"] = tuple(sorted(set(ids))) if ids else None
+        self._check_costly_options(data)
         return data
+
+    def anonymous_limits(self) -> dict:
+        """What an anonymous caller may ask for: each flag of COSTLY_FLAGS (True: allowed) and
+        `candidate_k`, the most candidates (top_k included) per request."""
+        return {**{flag: bool(self.DEFAULTS.get(flag)) for flag in self.COSTLY_FLAGS},
+                "candidate_k": self.DEFAULTS.get("candidate_k", MAX_CANDIDATE_K)}
+
+    def _check_costly_options(self, data) -> None:
+        if "user" not in self.context:
+            return
+        user = self.context["user"]
+        if user is not None and user.is_authenticated:
+            return
+        limits = self.anonymous_limits()
+        refused = [flag for flag in self.COSTLY_FLAGS if data.get(flag) and not limits[flag]]
+        most = limits["candidate_k"]
+        refused += [name for name in ("candidate_k", "top_k") if (data.get(name) or 0) > most]
+        if refused:
+            raise Forbidden(
+                _("登录后才能使用这些选项：%(options)s。") % {"options": ", ".join(refused)},
+                code="option_requires_login", options=refused,
+            )
 
 
 class RetrievalRequestInput(RetrievalOptionsInput):
@@ -44,10 +79,96 @@ class RetrievalRequestInput(RetrievalOptionsInput):
         "top_k": 5, "mode": "hybrid", "candidate_k": 30, "enable_query_rewrite": False,
         "enable_rerank": False, "enable_parent_expansion": False,
     }
+    COSTLY_FLAGS = (*RetrievalOptionsInput.COSTLY_FLAGS, "enable_hyde")
 
     knowledge_base_id = serializers.CharField(max_length=64)
-    question = serializers.CharField(max_length=MAX_QUESTION_CHARS, trim_whitespace=True)
+    question = serializers.CharField(trim_whitespace=True)
     enable_hyde = serializers.BooleanField(default=False)
     dynamic_top_k = serializers.BooleanField(default=False)
     # How hybrid merges its channels; unset: the deployment's RAG_FUSION (convex by default).
     fusion = serializers.ChoiceField(choices=FUSIONS, required=False)
+
+    def validate_question(self, value: str) -> str:
+        most = settings.RAG_MAX_QUESTION_CHARS
+        if len(value) > most:
+            raise serializers.ValidationError(_("问题过长（最多 %(n)s 个字符）。") % {"n": most}, code="max_length")
+        return value
+
+
+# --- response shapes (what `RetrievalResponse.as_dict()` and its parts produce) -------------------
+# (Channel errors have the same shape in a trace and in a retrieval error: ragsite.openapi's.)
+
+
+class AssetOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    document_id = serializers.IntegerField()
+    page = serializers.IntegerField(allow_null=True)
+    bbox = serializers.ListField(child=serializers.FloatField())
+    width = serializers.IntegerField()
+    height = serializers.IntegerField()
+    caption = serializers.CharField(allow_blank=True)
+    url = serializers.CharField(help_text="GET /api/assets/{id}: the image, permission-checked.")
+
+
+class RetrievalResultOutput(serializers.Serializer):
+    chunk_id = serializers.IntegerField(help_text="The chunk that matched; citations anchor here.")
+    document_id = serializers.IntegerField()
+    document_title = serializers.CharField(allow_blank=True)
+    matched_content = serializers.CharField(allow_blank=True, help_text="The matched chunk's own text.")
+    content = serializers.CharField(allow_blank=True, help_text="What an answer reads (parent-expanded when asked).")
+    context_chunk_ids = serializers.ListField(child=serializers.IntegerField())
+    score = serializers.FloatField(help_text="Ranking score; compare only within one response.")
+    rank_sources = serializers.ListField(child=serializers.CharField(), help_text='e.g. "dense:original".')
+    content_type = serializers.CharField()
+    content_types = serializers.ListField(child=serializers.CharField())
+    assets = AssetOutput(many=True)
+    locator = serializers.DictField(help_text="Where in the document: page, bbox, sheet, slide, heading…")
+    heading_path = serializers.ListField(child=serializers.CharField())
+    parent_id = serializers.CharField(allow_blank=True)
+    fusion_score = serializers.FloatField(allow_null=True)
+    rerank_score = serializers.FloatField(allow_null=True)
+    preview_url = serializers.CharField(allow_null=True, help_text="PNG of the chunk's PDF region, when it has one.")
+    relevance = serializers.FloatField(min_value=0.0, max_value=1.0, help_text="Comparable across questions.")
+
+
+class StageTimingOutput(serializers.Serializer):
+    stage = serializers.CharField()
+    elapsed_ms = serializers.FloatField()
+
+
+class CacheEventOutput(serializers.Serializer):
+    stage = serializers.CharField()
+    hit = serializers.BooleanField()
+    source_type = serializers.CharField()
+
+
+class CacheSummaryOutput(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    hit_count = serializers.IntegerField()
+    miss_count = serializers.IntegerField()
+    events = CacheEventOutput(many=True)
+
+
+class RetrievalTraceOutput(serializers.Serializer):
+    kb_id = serializers.IntegerField()
+    embedding_model = serializers.CharField(allow_blank=True)
+    fusion = serializers.CharField(allow_blank=True)
+    version = serializers.IntegerField(allow_null=True)
+    cache_epoch = serializers.IntegerField(allow_null=True)
+    mode = serializers.CharField()
+    query_variants = serializers.ListField(child=serializers.CharField())
+    ready_document_count = serializers.IntegerField()
+    document_filter = serializers.CharField()
+    candidate_counts = serializers.DictField(child=serializers.IntegerField())
+    stage_timings_ms = StageTimingOutput(many=True)
+    channel_errors = ChannelErrorOutput(many=True)
+    degradations = serializers.ListField(child=serializers.CharField())
+    cache = CacheSummaryOutput()
+    empty_reason = serializers.CharField(allow_blank=True)
+    total_ms = serializers.FloatField()
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class ExplainOutput(serializers.Serializer):
+    results = RetrievalResultOutput(many=True)
+    trace = RetrievalTraceOutput()

@@ -3,9 +3,12 @@ goes back up.
 
     engines  ←  knowledge  ←  retrieval  ←  chat  ←  evaluation
 
-`ragsite.errors` is shared ground; `ragsite.api` (the API error shape, which knows retrieval's
-errors) serves the layers above retrieval; the rest of `ragsite` (urls, asgi, routing) wires
-everything together and is imported by no app.
+`ragsite.errors`, `ragsite.openapi` (the error shape in the schema) and the abuse limits
+(`ragsite.throttles`, `ragsite.limits`, `ragsite.authentication`: Django and DRF only) are shared
+ground;
+`ragsite.api` (the API error shape, which knows retrieval's errors) serves the layers above
+retrieval; the rest of `ragsite` (urls, asgi, routing) wires everything together and is imported
+by no app.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-GROUND = {"ragsite.errors"}
+GROUND = {"ragsite.errors", "ragsite.openapi", "ragsite.throttles", "ragsite.limits", "ragsite.authentication"}
 ABOVE_RETRIEVAL = {"chat", "evaluation"}
 ALLOWED = {
     "engines": set(),

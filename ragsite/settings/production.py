@@ -20,6 +20,16 @@ SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# HTTPS only, as `manage.py check --deploy` asks. Plain HTTP is redirected (paths matching
+# DJANGO_SECURE_REDIRECT_EXEMPT, regular expressions without the leading slash, are not: a load
+# balancer's health check, say). HSTS makes browsers refuse plain HTTP for a year, this host and
+# its subdomains; `preload` only takes effect once the domain is submitted to the browsers'
+# preload list. Lower or switch these off (0 / false) before HTTPS works everywhere they reach.
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+SECURE_REDIRECT_EXEMPT = env.list("DJANGO_SECURE_REDIRECT_EXEMPT", default=[])
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
 
 STATIC_ROOT = env("STATIC_ROOT", default=str(VAR_DIR / "staticfiles"))  # noqa: F405
 # Static files are collected at deploy time (`manage.py collectstatic`) and served hashed.
