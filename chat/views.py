@@ -13,11 +13,12 @@ import json
 import logging
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.generics import GenericAPIView
 from rest_framework.parsers import JSONParser
@@ -26,14 +27,18 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ragsite.api import error_payload
+from ragsite.authentication import SessionAuthentication
 from ragsite.errors import DomainError
+from ragsite.openapi import error_responses
+from ragsite.limits import acquire_stream_slot, too_many_streams_body
+from ragsite.throttles import CHAT_THROTTLES, retry_after, throttle_wait, throttled_body
 
 from . import selectors, sse
 from .access import access_conversation, requester_of
 from .contracts import GenerationFailed, Requester, TurnCancelled
 from .pipeline.events import Delta, Evidence, Finished, Started, Status
 from .pipeline.rag import GENERATION_FAILED, RAGService
-from .serializers import ChatRequestInput
+from .serializers import ChatRequestInput, ChatTurnOutput, ConversationDetailOutput, ConversationOutput
 from .streaming import TurnRunner
 
 logger = logging.getLogger(__name__)
@@ -57,8 +62,8 @@ def _authenticate(request: HttpRequest):
         return drf_request.user, None
     except AuthenticationFailed:
         return None, _json({"code": "authentication_failed", "detail": _("令牌无效或已过期。")}, 401)
-    except PermissionDenied as exc:
-        return None, _json({"code": "csrf_failed", "detail": _("CSRF 校验失败：%(reason)s") % {"reason": exc.detail}}, 403)
+    except PermissionDenied as exc:  # the CSRF check (ragsite.authentication)
+        return None, _json({"code": exc.get_codes(), "detail": str(exc.detail)}, 403)
 
 
 # --- SSE ----------------------------------------------------------------------------------------
@@ -72,9 +77,15 @@ async def chat_stream(request: HttpRequest):
     prepared = await sync_to_async(_prepare_request)(request)
     if isinstance(prepared, JsonResponse):
         return prepared
-    query, requester = prepared
-    runner = TurnRunner(query=query, requester=requester).start()
+    query, requester, slot = prepared
+    try:
+        runner = TurnRunner(query=query, requester=requester).start()
+    except BaseException:
+        slot.release()
+        raise
+    slot.hold_while(runner.work)
     preface = []
+    streaming = False
     try:
         while True:
             outcome = await runner.next()
@@ -85,21 +96,35 @@ async def chat_stream(request: HttpRequest):
             preface.append(outcome.value)
             if isinstance(outcome.value, Evidence):
                 break
+        streaming = True
     except asyncio.CancelledError:
         runner.cancel()
         raise
-    response = StreamingHttpResponse(_ui_message_stream(runner, preface), content_type=sse.CONTENT_TYPE)
+    finally:
+        if not streaming:
+            slot.release()
+    response = StreamingHttpResponse(_ui_message_stream(runner, preface, slot), content_type=sse.CONTENT_TYPE)
     for name, value in sse.HEADERS.items():
         response[name] = value
     return response
 
 
 def _prepare_request(request: HttpRequest):
-    raw = request.body  # read before DRF's CSRF check parses the request (Django keeps it then)
+    """(query, requester, stream slot), or the JSON error response; in this order: body size,
+    authentication (CSRF), rate limits, validation, concurrent streams."""
+    try:
+        raw = request.body  # read before DRF's CSRF check parses the request (Django keeps it then)
+    except RequestDataTooBig:
+        return _json({"code": "request_too_large", "detail": _("请求体过大。")}, 413)
     user, failure = _authenticate(request)
     if failure is not None:
         return failure
     request.user = user
+    wait = throttle_wait(request, CHAT_THROTTLES)
+    if wait is not None:
+        response = _json(throttled_body(wait), 429)
+        response["Retry-After"] = str(retry_after(wait))
+        return response
     try:
         body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):
@@ -107,13 +132,20 @@ def _prepare_request(request: HttpRequest):
     if not isinstance(body, dict):
         return _json({"code": "invalid_json", "detail": _("请求体必须是 JSON 对象。")}, 400)
     try:
-        query = ChatRequestInput.query_from(body)
+        query = ChatRequestInput.query_from(body, user=user)
     except DomainError as exc:
         return _error_json(exc)
-    return query, requester_for(request, claim_session=True)
+    slot = acquire_stream_slot(request)
+    if slot is None:
+        return _json(too_many_streams_body(), 429)
+    try:
+        return query, requester_for(request, claim_session=True), slot
+    except BaseException:
+        slot.release()
+        raise
 
 
-async def _ui_message_stream(runner: TurnRunner, preface):
+async def _ui_message_stream(runner: TurnRunner, preface, slot):
     started: Started = preface[0]
     text_open = False
     try:
@@ -146,6 +178,8 @@ async def _ui_message_stream(runner: TurnRunner, preface):
     except (asyncio.CancelledError, GeneratorExit):
         runner.cancel()
         raise
+    finally:
+        slot.release()
 
 
 def _stable_message(exc: BaseException) -> str:
@@ -175,9 +209,13 @@ def _error_json(exc: BaseException) -> JsonResponse:
 class ChatView(APIView):
     """POST /api/chat — the same turn as `/api/chat/stream`, answered as one JSON object."""
 
-    @extend_schema(request=ChatRequestInput, responses={200: dict})
+    throttle_classes = CHAT_THROTTLES
+
+    # 403: costly options asked for anonymously; 404: a knowledge base or conversation the caller
+    # may not read; 502 / 503: the model or the database failed (the question is kept).
+    @extend_schema(request=ChatRequestInput, responses={200: ChatTurnOutput, **error_responses(403, 404, 502, 503)})
     def post(self, request: Request) -> Response:
-        query = ChatRequestInput.query_from(request.data)
+        query = ChatRequestInput.query_from(request.data, user=request.user)
         result = RAGService().answer(query=query, requester=requester_for(request, claim_session=True))
         return Response(result.as_dict())
 
@@ -187,7 +225,8 @@ class ConversationListView(GenericAPIView):
 
     @extend_schema(
         operation_id="chat_conversations_list",
-        parameters=[OpenApiParameter("knowledge_base_id", str, required=False)], responses={200: dict},
+        parameters=[OpenApiParameter("knowledge_base_id", str, required=False)],
+        responses=ConversationOutput(many=True),
     )
     def get(self, request: Request) -> Response:
         conversations = selectors.conversation_summaries(
@@ -211,7 +250,7 @@ class ConversationDetailView(APIView):
     """GET /api/chat/conversations/{id} — messages with the evidence each answer was shown with
     (no new retrieval: a reload shows the sources of the time)."""
 
-    @extend_schema(operation_id="chat_conversation_retrieve", responses={200: dict})
+    @extend_schema(operation_id="chat_conversation_retrieve", responses=ConversationDetailOutput)
     def get(self, request: Request, conversation_id) -> Response:
         conversation = access_conversation(requester=requester_for(request), conversation_id=conversation_id)
         return Response(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
 from django.http import Http404
+from django.utils.translation import gettext as _
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from ragsite.errors import DomainError
+from ragsite.throttles import retry_after, throttled_body
 from retrieval.contracts import RetrievalError
 
 
@@ -33,6 +37,11 @@ def exception_handler(exc, context):
     if known is not None:
         status_code, body = known
         return Response(body, status=status_code)
+    if isinstance(exc, RequestDataTooBig):
+        return Response({"code": "request_too_large", "detail": _("请求体过大。")}, status=413)
+    if isinstance(exc, TooManyFilesSent):  # the multipart parser stopped at the first file too many
+        detail = _("一次最多上传 %(n)d 个文件。") % {"n": settings.DATA_UPLOAD_MAX_NUMBER_FILES}
+        return Response({"code": "too_many_files", "detail": detail}, status=400)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -42,7 +51,10 @@ def exception_handler(exc, context):
     if response is None:
         return None
 
-    if isinstance(exc, exceptions.ValidationError):
+    if isinstance(exc, exceptions.Throttled):
+        response.data = throttled_body(exc.wait)
+        response["Retry-After"] = str(retry_after(exc.wait))
+    elif isinstance(exc, exceptions.ValidationError):
         response.data = {
             "code": "invalid_request",
             "detail": _first_message(exc.detail),

@@ -245,7 +245,7 @@ def test_status_filter_and_unknown_status(staff_api, kb):
 
     failed = make_document(kb, status=DocumentStatus.FAILED)
     make_document(kb)
-    listed = staff_api.get(f"/api/knowledge-bases/{kb.slug}/documents/?status=failed").json()
+    listed = staff_api.get(f"/api/knowledge-bases/{kb.slug}/documents/?status=failed").json()["results"]
     assert [d["id"] for d in listed] == [failed.pk]
     bad = staff_api.get(f"/api/knowledge-bases/{kb.slug}/documents/?status=broken")
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_status"
@@ -274,3 +274,42 @@ def test_a_failure_while_registering_removes_the_stored_bytes(staff_api, kb, med
         services.upload_documents(kb=kb, files=[SimpleUploadedFile("a.md", "# 甲".encode())], actor=None)
     # then
     assert stored_files(media_root) == []
+
+
+def test_document_list_comes_in_pages(staff_api, kb):
+    from tests.conftest import make_document
+
+    # given: three documents, newest first in the list
+    oldest, middle, newest = (make_document(kb) for _ in range(3))
+    base = f"/api/knowledge-bases/{kb.slug}/documents/"
+    # when
+    first = staff_api.get(base, {"limit": 2}).json()
+    second = staff_api.get(first["next"]).json()
+    # then
+    assert first["count"] == second["count"] == 3
+    assert [d["id"] for d in first["results"]] == [newest.pk, middle.pk]
+    assert first["previous"] is None
+    assert [d["id"] for d in second["results"]] == [oldest.pk]
+    assert second["next"] is None and second["previous"] is not None
+
+
+
+def test_page_bounds_beyond_the_database_integer_range_are_clamped(staff_api, kb):
+    from tests.conftest import make_document
+
+    # given
+    document = make_document(kb)
+    base = f"/api/knowledge-bases/{kb.slug}/documents/"
+    # when: values a 64-bit OFFSET / LIMIT cannot hold (these were a 500)
+    far = staff_api.get(base, {"limit": 10**25, "offset": 10**25})
+    huge_limit = staff_api.get(base, {"limit": 10**25})
+    # then
+    assert far.status_code == 200 and far.json()["results"] == [] and far.json()["count"] == 1
+    assert huge_limit.status_code == 200 and [d["id"] for d in huge_limit.json()["results"]] == [document.pk]
+
+
+def test_an_upload_that_is_not_multipart_is_refused_with_415(staff_api, kb):
+    # when: a JSON array instead of a form (was a 500: the view read it as a form)
+    response = staff_api.post(f"/api/knowledge-bases/{kb.slug}/documents/", [1, 2], format="json")
+    # then
+    assert response.status_code == 415 and response.json()["code"] == "unsupported_media_type"

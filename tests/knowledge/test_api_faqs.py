@@ -55,7 +55,7 @@ def test_readers_see_enabled_faqs_only(staff_api, member_api, kb):
     base = f"/api/knowledge-bases/{kb.slug}/faqs/"
     shown = staff_api.post(base, {"question": "公开的问题", "answer": "a"}, format="json").json()
     hidden = staff_api.post(base, {"question": "停用的问题", "answer": "b", "enabled": False}, format="json").json()
-    assert [f["id"] for f in member_api.get(base).json()] == [shown["id"]]
+    assert [f["id"] for f in member_api.get(base).json()["results"]] == [shown["id"]]
     assert member_api.get(f"{base}{hidden['id']}/").status_code == 404
     assert member_api.get(f"{base}{shown['id']}/").status_code == 200
     assert member_api.patch(f"{base}{shown['id']}/", {"answer": "改"}, format="json").status_code == 403

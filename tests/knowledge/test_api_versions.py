@@ -27,8 +27,8 @@ def test_activate_and_rollback_over_api(staff_api, kb_with_active_version, staff
     assert rolled_back.json()["action"] == "rollback"
     assert rolled_back.json()["from_version"] == 2
     assert rolled_back.json()["actor"] == "staff"
-    assert [row["reason"] for row in history.json()] == ["v2 有问题", "发布 v2", "首次发布"]
-    assert {v["number"]: v["status"] for v in versions.json()} == {1: "active", 2: "ready"}
+    assert [row["reason"] for row in history.json()["results"]] == ["v2 有问题", "发布 v2", "首次发布"]
+    assert {v["number"]: v["status"] for v in versions.json()["results"]} == {1: "active", 2: "ready"}
 
 
 def test_activating_a_draft_is_a_coded_conflict(staff_api, kb):

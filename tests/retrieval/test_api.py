@@ -358,3 +358,11 @@ def test_a_degraded_result_is_not_cached(member_api, published_kb, monkeypatch):
     assert doc_cache_hits(recovered) == [False]
     assert recovered["trace"]["degradations"] == []
     assert doc_cache_hits(again) == [True]
+
+
+def test_document_ids_beyond_the_key_range_are_a_validation_error(member_api, kb):
+    # when: an id no 64-bit key can hold (it reached the facts query and failed there)
+    response = search(member_api, kb, "年假", document_ids=[2**70])
+    # then
+    assert response.status_code == 400
+    assert "document_ids" in response.json()["errors"]

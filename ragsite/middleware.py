@@ -1,0 +1,45 @@
+"""Refuse a NUL character in the URL before any view sees it.
+
+PostgreSQL text cannot hold one: `/api/knowledge-bases/a%00b/` or `?knowledge_base_id=a%00b`
+reached a query and failed there (a 500 on PostgreSQL, a plain miss on SQLite). Bodies are the
+serializers' (DRF's CharField refuses NUL); the path and the query string are checked here, for
+every view (API, pages, the SSE stream).
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.http import JsonResponse
+from django.utils.translation import gettext as _
+from rest_framework import exceptions
+
+
+def nul_refusal(request) -> JsonResponse | None:
+    """404 for a path with NUL (nothing is named so), 400 for a query parameter with one."""
+    if "\x00" in request.path:
+        return _json({"code": "not_found", "detail": str(exceptions.NotFound.default_detail)}, 404)
+    if any("\x00" in key or any("\x00" in value for value in values) for key, values in request.GET.lists()):
+        return _json({"code": "invalid_request", "detail": _("请求参数不能包含空字符（NUL）。")}, 400)
+    return None
+
+
+def _json(payload: dict, status: int) -> JsonResponse:
+    return JsonResponse(payload, status=status, json_dumps_params={"ensure_ascii": False})
+
+
+class RejectNulMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        return nul_refusal(request) or self.get_response(request)
+
+    async def __acall__(self, request):
+        return nul_refusal(request) or await self.get_response(request)
