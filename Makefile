@@ -9,7 +9,7 @@ PORT ?= 8000
 MILVUS_PORT ?= 19530
 CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 
-.PHONY: run test eval bench bench-ingest bench-retrieval bench-chat bench-answers setup install-dev migrate bootstrap fonts messages clean help
+.PHONY: run test eval bench bench-ingest bench-retrieval bench-chat bench-answers bench-load setup install-dev migrate bootstrap fonts messages clean help
 
 help:
 	@echo "make run    — install, migrate, load the demo knowledge base and start web + worker + Milvus Lite"
@@ -87,6 +87,11 @@ bench-chat: install-dev
 # BENCH_ANSWERS_ARGS e.g. "--limit 100 --unanswerable 0"; see `python -m benchmarks.answer_quality --help`.
 bench-answers: install-dev
 	$(PY) -m benchmarks.answer_quality $(BENCH_ANSWERS_ARGS)
+
+# Not part of `make bench`: a few minutes by default. SOAK=600 adds a 10-minute soak, RAMP=1 the ramp
+# above capacity; BENCH_LOAD_ARGS for the rest (`python -m benchmarks.load --help`).
+bench-load: install-dev
+	$(PY) -m benchmarks.load $(if $(SOAK),--soak $(SOAK)) $(if $(RAMP),--ramp) $(BENCH_LOAD_ARGS)
 
 clean:
 	rm -rf var bench-results .pytest_cache

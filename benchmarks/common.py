@@ -95,15 +95,16 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def write_results(name: str, payload: dict) -> Path:
-    RESULTS.mkdir(exist_ok=True)
+def write_results(name: str, payload: dict, *, path: Path | None = None) -> Path:
+    """bench-results/<name>.json, or `path` (a smoke run must not replace the real figures)."""
+    path = path or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,
         "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(), "platform": platform.platform()},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         **payload,
     }
-    path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, ensure_ascii=False, indent=2), encoding="utf-8")
     return path
 

@@ -1,6 +1,7 @@
 """The last step of `make bench`: every figure beside the baseline measured in the same run.
 
-Reads bench-results/{ingest,retrieval,chat}.json (those present) and writes
+Reads bench-results/{ingest,retrieval,chat}.json (those present; load.json too when
+`make bench-load` wrote one) and writes
 bench-results/latest.json and bench-results/latest.md: one row per figure with its baseline
 (raw pymilvus insert, bare batch-encode, raw Milvus search, NumPy brute force, bare retrieval)
 and the ratio figure / baseline. Missing benchmarks are listed, not guessed.
@@ -75,15 +76,43 @@ def chat_rows(data: dict) -> list[Row]:
     return rows
 
 
+def load_rows(data: dict) -> list[Row]:
+    rows = []
+    base, load = data.get("baseline") or {}, data.get("load") or {}
+    if base and load:
+        clients = f"{load['chat_concurrency']}+{load['retrieval_concurrency']} clients, ingesting"
+        for kind, figure, label in (("chat", "first_delta_ms", "chat time to first delta"),
+                                    ("chat", "total_ms", "chat time to [DONE]"),
+                                    ("retrieval", "total_ms", "retrieval")):
+            for q in ("p50", "p95", "p99"):
+                rows.append(Row("load", f"{label} {q}, {clients}", load[kind][figure][q], "ms",
+                                f"one client, worker idle, {q}", base[kind][figure][q]))
+        for kind in ("chat", "retrieval"):
+            rows.append(Row("load", f"{kind} throughput, {clients}", load[kind]["per_second"], "requests/s",
+                            "one client, worker idle", base[kind]["per_second"]))
+            rows.append(Row("load", f"{kind} errors, {clients}", load[kind]["errors"], "requests", "—", None))
+    ramp = data.get("ramp")
+    if ramp:
+        rows.append(Row("load", "ramp: clients of each kind held (no errors, within the latency limits)",
+                        ramp["capacity_level"], "clients", "—", None))
+    for name, growth in ((data.get("soak") or {}).get("rss") or {}).get("growth", {}).items():
+        rows.append(Row("load", f"soak {data['soak']['wall_seconds']:.0f} s: {name} RSS at the end", growth["end_mb"],
+                        "MB", "at the start", growth["start_mb"]))
+    return rows
+
+
 READERS = {"ingest": ingest_rows, "retrieval": retrieval_rows, "chat": chat_rows}
+# Run on their own (make bench-load), not by `make bench`: included when present, never "missing".
+OPTIONAL_READERS = {"load": load_rows}
 
 
 def summarize(results: Path = RESULTS) -> dict:
     rows, missing, sources = [], [], {}
-    for name, read in READERS.items():
+    for name, read in {**READERS, **OPTIONAL_READERS}.items():
         path = results / f"{name}.json"
         if not path.exists():
-            missing.append(name)
+            if name in READERS:
+                missing.append(name)
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
         sources[name] = data.get("created", "")
