@@ -19,6 +19,8 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from knowledge.admin_scope import KnowledgeScopedAdmin, KnowledgeScopedInline
+
 from .contracts import HIT_TYPES, ROUTES
 from .models import Conversation, Message, MessageRole, QueryTrace
 
@@ -272,7 +274,7 @@ def pretty_json(value: Any) -> str:
 
 
 @admin.register(QueryTrace)
-class QueryTraceAdmin(admin.ModelAdmin):
+class QueryTraceAdmin(KnowledgeScopedAdmin):
     change_form_template = "admin/chat/querytrace/change_form.html"
     list_display = [
         "created_at", "question_short", "knowledge_base", "route_label", "hit_type_label",
@@ -388,7 +390,7 @@ class QueryTraceAdmin(admin.ModelAdmin):
 # --- conversations -----------------------------------------------------------------------------
 
 
-class MessageInline(admin.TabularInline):
+class MessageInline(KnowledgeScopedInline, admin.TabularInline):
     model = Message
     extra = 0
     can_delete = False
@@ -439,7 +441,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(KnowledgeScopedAdmin):
     list_display = ["title", "knowledge_base", "owner", "message_total", "updated_at"]
     list_filter = ["knowledge_base"]
     search_fields = ["title"]

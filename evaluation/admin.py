@@ -11,6 +11,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from knowledge.access import Role, knowledge_bases_with_role
+from knowledge.admin_scope import KnowledgeScopedAdmin, KnowledgeScopedInline
+from knowledge.models import KnowledgeBase
 from ragsite.errors import DomainError
 
 from .charts import Point, bar_chart, scatter_chart
@@ -23,7 +26,7 @@ from .services import import_eval_set
 METRIC_ORDER = ("recall", "hit", "mrr", "ndcg")
 
 
-class EvalCaseInline(admin.TabularInline):
+class EvalCaseInline(KnowledgeScopedInline, admin.TabularInline):
     model = EvalCase
     extra = 0
     fields = ["key", "question", "expected_documents", "expected_chunks", "answers", "answerable"]
@@ -31,7 +34,7 @@ class EvalCaseInline(admin.TabularInline):
 
 
 @admin.register(EvalSet)
-class EvalSetAdmin(admin.ModelAdmin):
+class EvalSetAdmin(KnowledgeScopedAdmin):
     change_list_template = "admin/evaluation/evalset/change_list.html"
     list_display = ["name", "knowledge_base", "is_default", "case_count", "unanswerable_count", "run_count", "updated_at"]
     list_filter = ["knowledge_base", "is_default"]
@@ -67,7 +70,16 @@ class EvalSetAdmin(admin.ModelAdmin):
     def import_view(self, request):
         if not self.has_add_permission(request):
             return HttpResponseRedirect(reverse("admin:evaluation_evalset_changelist"))
-        form = ImportEvalSetForm(request.POST or None, request.FILES or None)
+        form = ImportEvalSetForm(
+            request.POST or None, request.FILES or None,
+            knowledge_bases=knowledge_bases_with_role(request.user, Role.EDITOR),
+            require_knowledge_base=not request.user.is_superuser,
+        )
+        if request.method == "POST" and form.is_valid():
+            # Importing under an existing name replaces that set's questions: only its editors may.
+            existing = EvalSet.objects.filter(name=form.cleaned_data["name"]).select_related("knowledge_base").first()
+            if existing is not None and not self.has_change_permission(request, existing):
+                form.add_error("name", _("同名评测集已存在，且你不能修改它。请换一个名称。"))
         if request.method == "POST" and form.is_valid():
             upload, qrels = form.cleaned_data["file"], form.cleaned_data["qrels"]
             try:
@@ -105,7 +117,7 @@ def metric_cells(metrics: dict) -> list[tuple[str, str]]:
 
 
 @admin.register(EvalRun)
-class EvalRunAdmin(admin.ModelAdmin):
+class EvalRunAdmin(KnowledgeScopedAdmin):
     list_display = ["id", "eval_set", "label", "kind", "knowledge_base", "version_number", "key_metrics", "p50", "status",
                     "embedding_model", "git_revision", "started_at"]
     list_filter = ["eval_set", "kind", "status", "knowledge_base"]

@@ -71,9 +71,12 @@ def evaluate_answers(
     cases = list(eval_set.cases.order_by("ordinal", "id"))
     if limit is not None:
         cases = cases[:limit]
-    # Staff, so that restricted knowledge bases answer too; no usable password, so nobody signs in as it.
-    user, _created = get_user_model().objects.get_or_create(
-        username=EVAL_USER, defaults={"is_staff": True, "password": make_password(None)}
+    # A superuser (the only account that reads every knowledge base whatever its groups), so that
+    # restricted knowledge bases answer too; no usable password, so nobody signs in as it.
+    user, _created = get_user_model().objects.update_or_create(
+        username=EVAL_USER,
+        defaults={"is_staff": True, "is_superuser": True},
+        create_defaults={"is_staff": True, "is_superuser": True, "password": make_password(None)},
     )
     service = RAGService()
     run = services.start_run(eval_set=eval_set, kind=RunKind.ANSWERS, label="rag", knowledge_base=kb,

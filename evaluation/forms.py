@@ -20,3 +20,9 @@ class ImportEvalSetForm(forms.Form):
         label=_("知识库"), queryset=KnowledgeBase.objects.order_by("name"), required=False
     )
     default = forms.BooleanField(label=_("设为该知识库的默认评测集"), required=False)
+
+    def __init__(self, *args, knowledge_bases=None, require_knowledge_base: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        if knowledge_bases is not None:  # only those the importer edits
+            self.fields["knowledge_base"].queryset = knowledge_bases.order_by("name")
+        self.fields["knowledge_base"].required = require_knowledge_base

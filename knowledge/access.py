@@ -1,11 +1,22 @@
-"""Permission-checked fetches. Every view and consumer reaches knowledge through these.
+"""Permission-checked fetches. Every view, consumer and admin page reaches knowledge through these.
 
-Reading follows the knowledge base's visibility: `public` for anyone, `internal` for any signed-in
-user, `restricted` for members of its allowed groups. Staff read and manage everything.
-A knowledge base the user may not read is reported as not found, so its existence is not leaked.
+Each user has one role per knowledge base, separate from "is staff":
+
+- reader, by the knowledge base's visibility: `public` for anyone, `internal` for any signed-in
+  user, `restricted` for members of its allowed groups; readers see the published version only;
+- editor (`editor_groups`): also drafts, documents in preparation, FAQs, ingestion progress,
+  hit tests, traces and evaluations of that knowledge base;
+- publisher (`publisher_groups`): also publishing, rollback, retiring (which purges), access
+  control and deletion;
+- superusers hold every role everywhere.
+
+A knowledge base the user may not read is reported as not found, so its existence is not leaked;
+one they may read but not change answers 403.
 """
 
 from __future__ import annotations
+
+import enum
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
@@ -18,63 +29,160 @@ from .models import FAQ, Chunk, Document, DocumentAsset, KnowledgeBase, Knowledg
 User = AbstractBaseUser | AnonymousUser
 
 
-def is_manager(user: User | None) -> bool:
-    return bool(user and user.is_authenticated and user.is_active and user.is_staff)
+class Role(enum.IntEnum):
+    NONE = 0
+    READER = 1
+    EDITOR = 2
+    PUBLISHER = 3
+
+
+def _signed_in(user: User | None) -> bool:
+    return bool(user is not None and user.is_authenticated and user.is_active)
+
+
+def is_superuser(user: User | None) -> bool:
+    return _signed_in(user) and bool(user.is_superuser)
+
+
+def _group_ids(user: User | None) -> frozenset[int]:
+    if not _signed_in(user):
+        return frozenset()
+    # Kept on the user object like Django's own permission cache: one query per request.
+    cached = getattr(user, "_knowledge_group_ids", None)
+    if cached is None:
+        cached = frozenset(user.groups.values_list("pk", flat=True))
+        user._knowledge_group_ids = cached
+    return cached
+
+
+def role_in(user: User | None, kb: KnowledgeBase) -> Role:
+    if is_superuser(user):
+        return Role.PUBLISHER
+    if user is None:
+        return _role_in(user, kb)
+    roles = getattr(user, "_knowledge_roles", None)
+    if roles is None:
+        roles = user._knowledge_roles = {}
+    key = (kb.pk, kb.visibility)
+    if key not in roles:
+        roles[key] = _role_in(user, kb)
+    return roles[key]
+
+
+def _role_in(user: User | None, kb: KnowledgeBase) -> Role:
+    groups = _group_ids(user)
+    if groups:
+        if kb.publisher_groups.filter(pk__in=groups).exists():
+            return Role.PUBLISHER
+        if kb.editor_groups.filter(pk__in=groups).exists():
+            return Role.EDITOR
+    if kb.visibility == Visibility.PUBLIC:
+        return Role.READER
+    if not _signed_in(user):
+        return Role.NONE
+    if kb.visibility == Visibility.INTERNAL or kb.allowed_groups.filter(pk__in=groups).exists():
+        return Role.READER
+    return Role.NONE
+
+
+def knowledge_bases_with_role(user: User | None, role: Role) -> QuerySet[KnowledgeBase]:
+    """Every knowledge base on which `user` holds at least `role`."""
+    queryset = KnowledgeBase.objects.all()
+    if is_superuser(user):
+        return queryset
+    groups = _group_ids(user)
+    member_of = KnowledgeBase.objects.none().values("pk")
+    if groups:
+        lookups = {
+            Role.READER: Q(allowed_groups__in=groups) | Q(editor_groups__in=groups) | Q(publisher_groups__in=groups),
+            Role.EDITOR: Q(editor_groups__in=groups) | Q(publisher_groups__in=groups),
+            Role.PUBLISHER: Q(publisher_groups__in=groups),
+        }
+        member_of = KnowledgeBase.objects.filter(lookups[role]).values("pk")
+    if role > Role.READER:
+        return queryset.filter(pk__in=member_of)
+    if not _signed_in(user):
+        return queryset.filter(visibility=Visibility.PUBLIC)
+    return queryset.filter(Q(visibility__in=[Visibility.PUBLIC, Visibility.INTERNAL]) | Q(pk__in=member_of))
 
 
 def readable_knowledge_bases(user: User | None) -> QuerySet[KnowledgeBase]:
-    queryset = KnowledgeBase.objects.all()
-    if is_manager(user):
-        return queryset
-    if user is None or not user.is_authenticated or not user.is_active:
-        return queryset.filter(visibility=Visibility.PUBLIC)
-    return queryset.filter(
-        Q(visibility__in=[Visibility.PUBLIC, Visibility.INTERNAL])
-        | Q(visibility=Visibility.RESTRICTED, allowed_groups__in=user.groups.all())
-    ).distinct()
+    return knowledge_bases_with_role(user, Role.READER)
 
 
 def can_read_knowledge_base(user: User | None, kb: KnowledgeBase) -> bool:
-    if is_manager(user) or kb.visibility == Visibility.PUBLIC:
-        return True
-    if user is None or not user.is_authenticated or not user.is_active:
-        return False
-    if kb.visibility == Visibility.INTERNAL:
-        return True
-    return kb.allowed_groups.filter(pk__in=user.groups.values("pk")).exists()
+    return role_in(user, kb) >= Role.READER
 
 
-def access_knowledge_base(*, user: User | None, kb_id: str, manage: bool = False) -> KnowledgeBase:
+def can_create_knowledge_base(user: User | None) -> bool:
+    return _signed_in(user) and user.has_perm("knowledge.add_knowledgebase")
+
+
+def edits_any_knowledge_base(user: User | None) -> bool:
+    return is_superuser(user) or knowledge_bases_with_role(user, Role.EDITOR).exists()
+
+
+def require_role(*, user: User | None, kb: KnowledgeBase, role: Role) -> Role:
+    """The user's role on `kb` when it is at least `role`; NotFound / Forbidden otherwise."""
+    held = role_in(user, kb)
+    if held < Role.READER:
+        raise NotFound(_("知识库 %(kb)s 不存在或无权访问。") % {"kb": kb.slug}, code="knowledge_base_not_found")
+    if held < role:
+        if role == Role.PUBLISHER:
+            raise Forbidden(_("只有该知识库的发布者可以进行此操作。"), code="publisher_required")
+        raise Forbidden(_("只有该知识库的编辑者可以进行此操作。"), code="editor_required")
+    return held
+
+
+def access_knowledge_base(*, user: User | None, kb_id: str, role: Role = Role.READER) -> KnowledgeBase:
     """The knowledge base with slug `kb_id`, or NotFound / Forbidden."""
     kb = KnowledgeBase.objects.filter(slug=kb_id).select_related("active_version").first()
-    if kb is None or not can_read_knowledge_base(user, kb):
-        raise NotFound(
-            _("知识库 %(kb)s 不存在或无权访问。") % {"kb": kb_id}, code="knowledge_base_not_found"
-        )
-    if manage and not is_manager(user):
-        raise Forbidden(_("只有管理员可以管理知识库。"))
+    if kb is None:
+        raise NotFound(_("知识库 %(kb)s 不存在或无权访问。") % {"kb": kb_id}, code="knowledge_base_not_found")
+    require_role(user=user, kb=kb, role=role)
     return kb
 
 
+def access_knowledge_base_by_pk(*, user: User | None, pk: int, role: Role = Role.READER) -> KnowledgeBase:
+    """The same check for pages addressed by primary key (admin, event stream)."""
+    kb = KnowledgeBase.objects.filter(pk=pk).select_related("active_version").first()
+    if kb is None:
+        raise NotFound(_("知识库 %(kb)s 不存在或无权访问。") % {"kb": pk}, code="knowledge_base_not_found")
+    require_role(user=user, kb=kb, role=role)
+    return kb
+
+
+def readable_versions(*, user: User | None, kb: KnowledgeBase) -> QuerySet[KnowledgeBaseVersion]:
+    """Editors see every version; readers only the one that answers questions."""
+    versions = KnowledgeBaseVersion.objects.filter(knowledge_base=kb)
+    if role_in(user, kb) >= Role.EDITOR:
+        return versions
+    return versions.filter(pk=kb.active_version_id) if kb.active_version_id else versions.none()
+
+
 def access_version(
-    *, user: User | None, kb_id: str, number: int, manage: bool = False
+    *, user: User | None, kb_id: str, number: int, role: Role = Role.READER
 ) -> KnowledgeBaseVersion:
-    kb = access_knowledge_base(user=user, kb_id=kb_id, manage=manage)
-    version = KnowledgeBaseVersion.objects.filter(knowledge_base=kb, number=number).first()
+    kb = access_knowledge_base(user=user, kb_id=kb_id, role=role)
+    version = readable_versions(user=user, kb=kb).filter(number=number).first()
     if version is None:
         raise NotFound(_("版本 v%(number)s 不存在。") % {"number": number}, code="version_not_found")
     return version
 
 
+def readable_documents(*, user: User | None, kb: KnowledgeBase) -> QuerySet[Document]:
+    """Editors see documents in preparation too; readers what answers draw on."""
+    documents = Document.objects.filter(knowledge_base=kb)
+    if role_in(user, kb) >= Role.EDITOR:
+        return documents
+    return published_documents(documents, kb)
+
+
 def access_document(
-    *, user: User | None, kb_id: str, document_id: int, manage: bool = False
+    *, user: User | None, kb_id: str, document_id: int, role: Role = Role.READER
 ) -> Document:
-    kb = access_knowledge_base(user=user, kb_id=kb_id, manage=manage)
-    documents = Document.objects.filter(knowledge_base=kb, pk=document_id)
-    if not is_manager(user):
-        # Readers see what answers draw on: the published version, nothing in preparation.
-        documents = published_documents(documents, kb)
-    document = documents.first()
+    kb = access_knowledge_base(user=user, kb_id=kb_id, role=role)
+    document = readable_documents(user=user, kb=kb).filter(pk=document_id).first()
     if document is None:
         raise NotFound(_("文档 %(id)s 不存在。") % {"id": document_id}, code="document_not_found")
     return document
@@ -86,36 +194,40 @@ def published_documents(queryset: QuerySet[Document], kb: KnowledgeBase) -> Quer
     return queryset.filter(versions=kb.active_version_id)
 
 
-def access_asset(*, user: User | None, asset_id: int):
-    """An image asset, readable when its document is readable (published, or the user manages)."""
+def _readable_document(user: User | None, document: Document) -> bool:
+    kb = document.knowledge_base
+    role = role_in(user, kb)
+    if role >= Role.EDITOR:
+        return True
+    return role >= Role.READER and published_documents(Document.objects.filter(pk=document.pk), kb).exists()
+
+
+def access_asset(*, user: User | None, asset_id: int) -> DocumentAsset:
+    """An image asset, readable when its document is (published, or the user edits the KB)."""
     asset = DocumentAsset.objects.select_related("document__knowledge_base").filter(pk=asset_id).first()
-    if asset is not None:
-        kb = asset.document.knowledge_base
-        if can_read_knowledge_base(user, kb) and (
-            is_manager(user) or published_documents(Document.objects.filter(pk=asset.document_id), kb).exists()
-        ):
-            return asset
+    if asset is not None and _readable_document(user, asset.document):
+        return asset
     raise NotFound(_("资源 %(id)s 不存在或无权访问。") % {"id": asset_id}, code="asset_not_found")
 
 
-def access_chunk(*, user: User | None, chunk_id: int):
-    """A chunk, readable when its document is readable (published, or the user manages)."""
+def access_chunk(*, user: User | None, chunk_id: int) -> Chunk:
+    """A chunk, readable when its document is (published, or the user edits the KB)."""
     chunk = Chunk.objects.select_related("document__knowledge_base").filter(pk=chunk_id).first()
-    if chunk is not None:
-        kb = chunk.document.knowledge_base
-        if can_read_knowledge_base(user, kb) and (
-            is_manager(user) or published_documents(Document.objects.filter(pk=chunk.document_id), kb).exists()
-        ):
-            return chunk
+    if chunk is not None and _readable_document(user, chunk.document):
+        return chunk
     raise NotFound(_("分块 %(id)s 不存在或无权访问。") % {"id": chunk_id}, code="chunk_not_found")
 
 
-def access_faq(*, user: User | None, kb_id: str, faq_id: int, manage: bool = False) -> FAQ:
-    kb = access_knowledge_base(user=user, kb_id=kb_id, manage=manage)
-    faqs = FAQ.objects.filter(knowledge_base=kb, pk=faq_id)
-    if not is_manager(user):
-        faqs = faqs.filter(enabled=True)  # a disabled FAQ is work in progress, like a draft
-    faq = faqs.first()
+def readable_faqs(*, user: User | None, kb: KnowledgeBase) -> QuerySet[FAQ]:
+    faqs = FAQ.objects.filter(knowledge_base=kb)
+    if role_in(user, kb) >= Role.EDITOR:
+        return faqs
+    return faqs.filter(enabled=True)  # a disabled FAQ is work in progress, like a draft
+
+
+def access_faq(*, user: User | None, kb_id: str, faq_id: int, role: Role = Role.READER) -> FAQ:
+    kb = access_knowledge_base(user=user, kb_id=kb_id, role=role)
+    faq = readable_faqs(user=user, kb=kb).filter(pk=faq_id).first()
     if faq is None:
         raise NotFound(_("FAQ %(id)s 不存在。") % {"id": faq_id}, code="faq_not_found")
     return faq

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import Count, Exists, OuterRef
-from django.http import HttpRequest, HttpResponseRedirect
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, Http404, HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.timezone import localtime
@@ -18,6 +19,8 @@ from django.utils.translation import ngettext
 from ragsite.errors import DomainError
 
 from . import services
+from .access import Role, access_asset, can_create_knowledge_base, knowledge_bases_with_role
+from .admin_scope import KnowledgeScopedAdmin, KnowledgeScopedInline
 from .forms import FAQForm, SwitchVersionForm, UploadDocumentsForm
 from .models import (
     FAQ,
@@ -93,32 +96,53 @@ def _report(request: HttpRequest, error: DomainError) -> None:
 
 
 @admin.register(KnowledgeBase)
-class KnowledgeBaseAdmin(admin.ModelAdmin):
+class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
     list_display = ["name", "slug", "visibility", "active_version_label", "document_total", "faq_total", "embedding_model", "hit_test_link", "updated_at"]
     list_filter = ["visibility"]
     search_fields = ["name", "slug", "description"]
-    filter_horizontal = ["allowed_groups"]
+    filter_horizontal = ["allowed_groups", "editor_groups", "publisher_groups"]
     readonly_fields = ["embedding_model", "embedding_dimension", "text_analysis", "active_version", "created_by", "created_at", "updated_at", "links"]
     fieldsets = [
         (None, {"fields": ["slug", "name", "description", "support_contact"]}),
-        (gettext_lazy("访问控制"), {"fields": ["visibility", "allowed_groups"]}),
+        (gettext_lazy("访问控制"), {"fields": ["visibility", "allowed_groups", "editor_groups", "publisher_groups"]}),
         (gettext_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model", "embedding_dimension", "text_analysis"]}),
         (gettext_lazy("检索词典"), {"fields": ["custom_terms"]}),
         (gettext_lazy("上线检查"), {"fields": ["release_max_regression_points"]}),
         (gettext_lazy("状态"), {"fields": ["active_version", "links", "created_by", "created_at", "updated_at"]}),
     ]
     actions = ["create_draft", "rollback_to_previous", "reanalyse_with_dictionary"]
+    knowledge_base_path = None
+    delete_role = Role.PUBLISHER  # deleting purges everything it holds
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("active_version").annotate(
             _documents=Count("documents", distinct=True), _faqs=Count("faqs", distinct=True)
         )
 
+    def has_add_permission(self, request):
+        return request.user.is_staff and can_create_knowledge_base(request.user)
+
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
         if obj is not None:
             fields += ["slug", "chunk_size_tokens", "chunk_overlap_tokens"]
+            if not self.holds(request, obj, Role.PUBLISHER):
+                fields += ["visibility", "allowed_groups", "editor_groups", "publisher_groups", "release_max_regression_points"]
         return fields
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        if obj is not None or request.user.is_superuser:
+            return form
+
+        class CreatorIsPublisherForm(form):
+            def clean(self):
+                cleaned = super().clean()
+                if not request.user.groups.filter(pk__in=[g.pk for g in cleaned.get("publisher_groups") or []]).exists():
+                    self.add_error("publisher_groups", _("请把你所在的一个用户组设为发布者用户组，否则创建后你将无法管理这个知识库。"))
+                return cleaned
+
+        return CreatorIsPublisherForm
 
     @admin.display(description=gettext_lazy("生效版本"), ordering="active_version__number")
     def active_version_label(self, kb: KnowledgeBase):
@@ -161,6 +185,9 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
             return
         kb = services.create_knowledge_base(
             slug=obj.slug, name=obj.name, description=obj.description, visibility=obj.visibility,
+            allowed_groups=form.cleaned_data.get("allowed_groups", []),
+            editor_groups=form.cleaned_data.get("editor_groups", []),
+            publisher_groups=form.cleaned_data.get("publisher_groups", []),
             support_contact=obj.support_contact, chunk_size_tokens=obj.chunk_size_tokens,
             chunk_overlap_tokens=obj.chunk_overlap_tokens, custom_terms=obj.custom_terms, actor=request.user,
         )
@@ -194,7 +221,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("按词典重建索引"))
     def reanalyse_with_dictionary(self, request, queryset):
-        for kb in queryset:
+        for kb in self.allowed(request, queryset, Role.EDITOR):
             try:
                 services.schedule_reanalysis(kb=kb, actor=request.user)
             except DomainError as error:
@@ -206,7 +233,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("创建草稿版本（基于生效版本）"))
     def create_draft(self, request, queryset):
-        for kb in queryset:
+        for kb in self.allowed(request, queryset, Role.EDITOR):
             try:
                 version = services.create_draft_version(kb=kb, actor=request.user)
             except DomainError as error:
@@ -216,6 +243,9 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("回滚到上一个生效版本…"))
     def rollback_to_previous(self, request, queryset):
+        queryset = self.allowed(request, queryset, Role.PUBLISHER)
+        if not queryset:
+            return None
         return _confirm_switch(
             self, request, queryset, action="rollback_to_previous",
             title=_("回滚知识库"),
@@ -307,7 +337,7 @@ def _confirmation_page(model_admin, request, queryset, *, action, title, intro, 
 
 
 @admin.register(KnowledgeBaseVersion)
-class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
+class KnowledgeBaseVersionAdmin(KnowledgeScopedAdmin):
     list_display = ["__str__", "knowledge_base", "number", "label", "status_label", "document_total", "created_by", "created_at", "activated_at"]
     list_filter = ["status", "knowledge_base"]
     search_fields = ["label", "notes", "knowledge_base__name", "knowledge_base__slug"]
@@ -345,6 +375,9 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("发布所选版本…"))
     def activate(self, request, queryset):
+        queryset = self.allowed(request, queryset, Role.PUBLISHER)
+        if not queryset:
+            return None
         gate = release_gate()
         reports = {v.pk: gate.report(version=v) if gate is not None else None for v in queryset}
         return _confirm_switch(
@@ -361,6 +394,9 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("回滚到所选版本…"))
     def rollback(self, request, queryset):
+        queryset = self.allowed(request, queryset, Role.PUBLISHER)
+        if not queryset:
+            return None
         return _confirm_switch(
             self, request, queryset, action="rollback", title=_("回滚版本"),
             describe=lambda v: _("%(kb)s：回滚到 v%(n)s") % {"kb": v.knowledge_base.name, "n": v.number},
@@ -369,7 +405,7 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("标记为就绪"))
     def mark_ready(self, request, queryset):
-        for version in queryset:
+        for version in self.allowed(request, queryset, Role.EDITOR):
             try:
                 services.mark_version_ready(version=version)
             except DomainError as error:
@@ -396,6 +432,9 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
             else:
                 messages.success(request, _("%(v)s 已退役。") % {"v": version})
 
+        queryset = self.allowed(request, queryset, Role.PUBLISHER)
+        if not queryset:
+            return None
         return _confirm_destructive(
             self, request, queryset, action="retire", title=_("退役版本"),
             intro=_("退役后的版本不能再发布或回滚。以下内容将被删除，且无法恢复："),
@@ -404,7 +443,7 @@ class KnowledgeBaseVersionAdmin(admin.ModelAdmin):
 
 
 @admin.register(VersionActivation)
-class VersionActivationAdmin(admin.ModelAdmin):
+class VersionActivationAdmin(KnowledgeScopedAdmin):
     list_display = ["created_at", "knowledge_base", "action", "from_version", "to_version", "actor", "reason", "cache_epoch"]
     list_filter = ["action", "knowledge_base"]
     search_fields = ["reason", "knowledge_base__name", "actor__username"]
@@ -426,7 +465,7 @@ class VersionActivationAdmin(admin.ModelAdmin):
 # --- documents ---------------------------------------------------------------------------------
 
 
-class DocumentAssetInline(admin.TabularInline):
+class DocumentAssetInline(KnowledgeScopedInline, admin.TabularInline):
     model = DocumentAsset
     extra = 0
     can_delete = False
@@ -452,7 +491,7 @@ def _duration(seconds: float | None) -> str:
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(KnowledgeScopedAdmin):
     change_list_template = "admin/knowledge/document/change_list.html"
     change_form_template = "admin/knowledge/document/change_form.html"
     list_display = ["title", "knowledge_base", "file_type", "status_label", "membership", "chunk_count", "size_kb", "attempts", "error_short", "created_at"]
@@ -515,7 +554,9 @@ class DocumentAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request, extra_context=None):
         kb_ids = request.GET.get("knowledge_base__id__exact")
-        watched = [int(kb_ids)] if kb_ids and kb_ids.isdigit() else list(KnowledgeBase.objects.values_list("pk", flat=True)[:20])
+        editable = knowledge_bases_with_role(request.user, Role.EDITOR)
+        watched = list(editable.filter(pk=int(kb_ids)).values_list("pk", flat=True)) if kb_ids and kb_ids.isdigit() \
+            else list(editable.values_list("pk", flat=True)[:20])
         extra_context = {**(extra_context or {}), "watched_kb_ids": watched, "upload_url": reverse("admin:knowledge_document_upload"),
                          "queue_url": reverse("admin:knowledge_document_queue")}
         return super().changelist_view(request, extra_context)
@@ -568,7 +609,7 @@ class DocumentAdmin(admin.ModelAdmin):
     @admin.action(description=gettext_lazy("重试所选失败文档"))
     def retry(self, request, queryset):
         retried = 0
-        for document in queryset:
+        for document in self.allowed(request, queryset, Role.EDITOR):
             try:
                 services.retry_document(document=document, actor=request.user)
                 retried += 1
@@ -579,6 +620,8 @@ class DocumentAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("删除所选文档…（从草稿移除，无版本引用时彻底删除）"))
     def delete_documents(self, request, queryset):
+        queryset = self.allowed(request, queryset, Role.EDITOR)
+
         def describe(document: Document) -> str:
             kept = sorted(
                 retained_versions_holding(document=document)
@@ -613,16 +656,23 @@ class DocumentAdmin(admin.ModelAdmin):
                 )
 
     def queue_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         return TemplateResponse(request, "admin/knowledge/document/queue.html", {
             **self.admin_site.each_context(request), "title": _("处理队列"), "opts": self.model._meta,
-            "queue": ingestion_queue(now=timezone.now()),
+            "queue": ingestion_queue(now=timezone.now(), knowledge_bases=knowledge_bases_with_role(request.user, Role.EDITOR)),
         })
 
     def upload_view(self, request):
+        if not self.holds(request, None, Role.EDITOR):
+            raise PermissionDenied
         initial = {}
         if request.GET.get("knowledge_base", "").isdigit():
             initial["knowledge_base"] = int(request.GET["knowledge_base"])
-        form = UploadDocumentsForm(request.POST or None, request.FILES or None, initial=initial)
+        form = UploadDocumentsForm(
+            request.POST or None, request.FILES or None, initial=initial,
+            knowledge_bases=knowledge_bases_with_role(request.user, Role.EDITOR),
+        )
         if request.method == "POST" and form.is_valid():
             kb = form.cleaned_data["knowledge_base"]
             try:
@@ -652,7 +702,7 @@ class DocumentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Chunk)
-class ChunkAdmin(admin.ModelAdmin):
+class ChunkAdmin(KnowledgeScopedAdmin):
     list_display = ["id", "document", "ordinal", "content_type", "heading", "where", "token_count", "excerpt"]
     list_filter = ["content_type", "knowledge_base"]
     search_fields = ["content", "document__title"]
@@ -687,7 +737,9 @@ class ChunkAdmin(admin.ModelAdmin):
 
 
 @admin.register(DocumentAsset)
-class DocumentAssetAdmin(admin.ModelAdmin):
+class DocumentAssetAdmin(KnowledgeScopedAdmin):
+    knowledge_base_path = "document__knowledge_base"
+
     list_display = ["id", "preview", "document", "page", "width", "height", "caption"]
     list_filter = ["document__knowledge_base"]
     search_fields = ["caption", "document__title"]
@@ -709,10 +761,11 @@ class DocumentAssetAdmin(admin.ModelAdmin):
         ] + super().get_urls()
 
     def image_view(self, request, asset_id: int):
-        from django.http import FileResponse, Http404
-
-        asset = DocumentAsset.objects.filter(pk=asset_id).first()
-        if asset is None:
+        try:
+            asset = access_asset(user=request.user, asset_id=asset_id)
+        except DomainError as error:
+            raise Http404(str(error.message)) from error
+        if not self.has_view_permission(request, asset):
             raise Http404
         return FileResponse(asset.file.open("rb"), content_type="image/jpeg")
 
@@ -744,7 +797,7 @@ class FAQHitFilter(admin.SimpleListFilter):
 
 
 @admin.register(FAQ)
-class FAQAdmin(admin.ModelAdmin):
+class FAQAdmin(KnowledgeScopedAdmin):
     form = FAQForm
     list_display = ["question", "knowledge_base", "enabled", "hit_count", "source_tag", "updated_at"]
     list_filter = ["enabled", FAQHitFilter, "knowledge_base", "source_tag"]
@@ -779,6 +832,7 @@ class FAQAdmin(admin.ModelAdmin):
         services.delete_faq(faq=obj, actor=request.user)
 
     def _set_enabled(self, request, queryset, enabled: bool) -> None:
+        queryset = self.allowed(request, queryset, Role.EDITOR)
         for faq in queryset:
             services.save_faq(
                 kb=faq.knowledge_base, faq=faq, question=faq.question, answer=faq.answer,
@@ -797,14 +851,14 @@ class FAQAdmin(admin.ModelAdmin):
     @admin.action(description=gettext_lazy("删除所选 FAQ"))
     def delete_faqs(self, request, queryset):
         count = 0
-        for faq in queryset:
+        for faq in self.allowed(request, queryset, Role.EDITOR):
             services.delete_faq(faq=faq, actor=request.user)
             count += 1
         messages.success(request, _("已删除 %(n)d 条 FAQ。") % {"n": count})
 
 
 @admin.register(CacheNamespace)
-class CacheNamespaceAdmin(admin.ModelAdmin):
+class CacheNamespaceAdmin(KnowledgeScopedAdmin):
     list_display = ["scope", "knowledge_base", "cache_epoch", "updated_at"]
     readonly_fields = ["scope", "knowledge_base", "cache_epoch", "updated_at"]
     actions = ["invalidate"]
@@ -817,7 +871,7 @@ class CacheNamespaceAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("使所选知识库的检索缓存失效"))
     def invalidate(self, request, queryset):
-        for namespace in queryset.select_related("knowledge_base"):
+        for namespace in self.allowed(request, queryset, Role.EDITOR).select_related("knowledge_base"):
             if namespace.knowledge_base is not None:
                 epoch = services.invalidate_cache(kb=namespace.knowledge_base, actor=request.user)
                 messages.success(request, _("%(kb)s 缓存世代已推进到 %(e)s。") % {"kb": namespace.knowledge_base.name, "e": epoch})

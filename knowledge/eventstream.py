@@ -17,16 +17,25 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 from django_eventstream.channelmanager import DefaultChannelManager
 
+from ragsite.errors import DomainError
+
+from .access import Role, access_knowledge_base_by_pk
+
 logger = logging.getLogger(__name__)
 
 
 class KnowledgeChannelManager(DefaultChannelManager):
-    """`kb-<id>` channels carry ingestion progress, which only staff may watch."""
+    """`kb-<id>` channels carry ingestion progress, which only the knowledge base's editors watch."""
 
     def can_read_channel(self, user, channel: str) -> bool:
-        if channel.startswith("kb-"):
-            return bool(user is not None and user.is_active and user.is_staff)
-        return False
+        prefix, _, kb_id = channel.partition("-")
+        if prefix != "kb" or not kb_id.isdigit():
+            return False
+        try:
+            access_knowledge_base_by_pk(user=user, pk=int(kb_id), role=Role.EDITOR)
+        except DomainError:
+            return False
+        return True
 
 
 def uses_redis() -> bool:

@@ -34,8 +34,10 @@ class UploadDocumentsForm(forms.Form):
     )
     source_tag = forms.CharField(label=_("来源标签"), max_length=100, required=False)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, knowledge_bases=None, **kwargs):
         super().__init__(*args, **kwargs)
+        if knowledge_bases is not None:  # only those the uploader edits
+            self.fields["knowledge_base"].queryset = knowledge_bases.order_by("name")
         # Empty files must reach the service, which refuses them with a clear, coded message.
         self.fields["files"].allow_empty_file = True
 

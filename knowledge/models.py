@@ -60,6 +60,16 @@ class KnowledgeBase(models.Model):
     allowed_groups = models.ManyToManyField(
         Group, verbose_name=_("允许的用户组"), blank=True, related_name="knowledge_bases"
     )
+    # Roles per knowledge base, separate from "is staff": editors prepare drafts (documents,
+    # FAQs, dictionary), publishers also put versions live, roll back, retire and purge.
+    editor_groups = models.ManyToManyField(
+        Group, verbose_name=_("编辑者用户组"), blank=True, related_name="edited_knowledge_bases",
+        help_text=_("可上传文档、维护 FAQ、准备草稿版本，并查看草稿、处理进度与问答记录。"),
+    )
+    publisher_groups = models.ManyToManyField(
+        Group, verbose_name=_("发布者用户组"), blank=True, related_name="published_knowledge_bases",
+        help_text=_("拥有编辑者的全部权限，并可发布、回滚、退役版本，修改访问控制，删除知识库。"),
+    )
     support_contact = models.CharField(
         _("人工支持联系方式"), max_length=200, blank=True,
         help_text=_("知识库无法回答时提示用户联系的人或渠道。"),

@@ -94,14 +94,16 @@ def chunk_contents(*, chunk_ids: Iterable[int]) -> dict[int, str]:
     return dict(Chunk.objects.filter(pk__in=ids).values_list("pk", "content"))
 
 
-def ingestion_queue(*, now) -> dict:
+def ingestion_queue(*, now, knowledge_bases=None) -> dict:
     """What the ingestion queue holds now: waiting, running (with their workers' heartbeats),
-    failed, and how long the oldest waiting document has waited, overall and per knowledge base."""
+    failed, and how long the oldest waiting document has waited, overall and per knowledge base
+    (of `knowledge_bases`, a queryset, when given: the ones the viewer may see)."""
     from django.db.models import Count, Min, Q
 
     waiting, running = [DocumentStatus.UPLOADED, DocumentStatus.QUEUED], [DocumentStatus.PARSING, DocumentStatus.INDEXING]
+    scope = KnowledgeBase.objects.all() if knowledge_bases is None else knowledge_bases
     per_kb = list(
-        KnowledgeBase.objects.annotate(
+        scope.annotate(
             waiting=Count("documents", filter=Q(documents__status__in=waiting)),
             running=Count("documents", filter=Q(documents__status__in=running)),
             failed=Count("documents", filter=Q(documents__status=DocumentStatus.FAILED)),
@@ -112,7 +114,7 @@ def ingestion_queue(*, now) -> dict:
     for row in per_kb:
         row["oldest_waiting_seconds"] = (now - row["oldest_waiting"]).total_seconds() if row["oldest_waiting"] else None
     in_progress = list(
-        Document.objects.filter(status__in=running).select_related("knowledge_base")
+        Document.objects.filter(status__in=running, knowledge_base__in=scope).select_related("knowledge_base")
         .order_by("status_changed_at")
         .values("pk", "title", "knowledge_base__name", "status", "attempts", "worker", "heartbeat_at",
                 "lease_expires_at", "status_changed_at")

@@ -7,6 +7,7 @@ events) to `transaction.on_commit`, so a rolled-back write leaves nothing behind
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from django.utils.translation import gettext as _
 
 from engines.milvus_store import LEGACY_ANALYSIS
 from engines.providers import embedding_space
-from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
+from ragsite.errors import Conflict, InvalidTransition, ServiceUnavailable, ValidationFailed
 
 from . import epochs, events
 from .cleanup import schedule_knowledge_base_purge, schedule_purge
@@ -63,6 +64,8 @@ def create_knowledge_base(
     description: str = "",
     visibility: str = Visibility.INTERNAL,
     allowed_groups: Sequence[Group] = (),
+    editor_groups: Sequence[Group] = (),
+    publisher_groups: Sequence[Group] = (),
     support_contact: str = "",
     chunk_size_tokens: int = 512,
     chunk_overlap_tokens: int = 48,
@@ -70,7 +73,15 @@ def create_knowledge_base(
     embedding_dimension: int | None = None,
     custom_terms: str = "",
 ) -> KnowledgeBase:
-    """`embedding_model` unset: the deployment's default (RAG_EMBEDDING_MODEL)."""
+    """`embedding_model` unset: the deployment's default (RAG_EMBEDDING_MODEL).
+
+    A creator who is not a superuser must be in one of the publisher groups: otherwise nobody
+    but a superuser could ever publish the new knowledge base, the creator included."""
+    if not _is_superuser(actor) and not _shares_group(actor, publisher_groups):
+        raise ValidationFailed(
+            _("请把你所在的一个用户组设为发布者用户组，否则创建后你将无法管理这个知识库。"),
+            code="publisher_group_required",
+        )
     if KnowledgeBase.objects.filter(slug=slug).exists():
         raise Conflict(_("标识 %(slug)s 已被使用。") % {"slug": slug}, code="slug_taken")
     if chunk_overlap_tokens >= chunk_size_tokens:
@@ -96,6 +107,8 @@ def create_knowledge_base(
     kb.save()
     if allowed_groups:
         kb.allowed_groups.set(allowed_groups)
+    kb.editor_groups.set(editor_groups)
+    kb.publisher_groups.set(publisher_groups)
     CacheNamespace.objects.create(scope=epochs.scope_for_kb(kb.pk), knowledge_base=kb, cache_epoch=1)
     return kb
 
@@ -109,6 +122,8 @@ def update_knowledge_base(
     description: str | None = None,
     visibility: str | None = None,
     allowed_groups: Sequence[Group] | None = None,
+    editor_groups: Sequence[Group] | None = None,
+    publisher_groups: Sequence[Group] | None = None,
     support_contact: str | None = None,
     custom_terms: str | None = None,
     release_max_regression_points: float | None | object = UNCHANGED,
@@ -130,6 +145,10 @@ def update_knowledge_base(
     kb.save()
     if allowed_groups is not None:
         kb.allowed_groups.set(allowed_groups)
+    if editor_groups is not None:
+        kb.editor_groups.set(editor_groups)
+    if publisher_groups is not None:
+        kb.publisher_groups.set(publisher_groups)
     if visibility is not None or allowed_groups is not None:
         # Cached candidates are keyed by visibility scope; make sure none outlives a change.
         epochs.bump_epoch(kb_id=kb.pk)
@@ -367,12 +386,17 @@ def upload_documents(
     if titles is not None and len(titles) != len(files):
         raise ValidationFailed(_("标题的数量必须与文件数量一致。"), code="invalid_titles")
     checked = _check_uploads(files)
-    stored = [_store_original(kb=kb, item=item) for item in checked]
-    stored_keys = [key for key, _existed in stored]
+    stored_keys: list[str] = []
+    found_keys: set[str] = set()
     try:
+        # Inside the try: when the third file does not fit, the first two must not stay behind.
+        for item in checked:
+            key, existed = _store_original(kb=kb, item=item)
+            stored_keys.append(key)
+            if existed:
+                found_keys.add(key)
         return _register_uploads(
-            kb=kb, checked=checked, stored_keys=stored_keys, actor=actor,
-            found_keys={key for key, existed in stored if existed},
+            kb=kb, checked=checked, stored_keys=stored_keys, actor=actor, found_keys=found_keys,
             source_tag=source_tag, external_ids=external_ids, titles=titles,
         )
     except BaseException:
@@ -427,16 +451,33 @@ def _storage_key(kb: KnowledgeBase, sha256: str) -> str:
 def _store_original(*, kb: KnowledgeBase, item: _CheckedUpload) -> tuple[str, bool]:
     """Store the bytes under their content address; identical bytes are stored once. Returns
     (key, whether the file was already there)."""
-    field = Document._meta.get_field("file")
+    storage = Document._meta.get_field("file").storage
     key = _storage_key(kb, item.sha256)
-    if field.storage.exists(key):
-        return key, True
+    if storage.exists(key):
+        if storage.size(key) == item.upload.size:
+            return key, True
+        # What a failed or killed write left behind: the address is of these bytes, store them.
+        storage.delete(key)
     item.upload.seek(0)
-    saved = field.storage.save(key, item.upload)
+    try:
+        saved = storage.save(key, item.upload)
+    except OSError as exc:
+        # FileSystemStorage leaves the part it wrote (disk full, quota, I/O error): remove it
+        # so the content address never points at truncated bytes.
+        if storage.exists(key) and storage.size(key) != item.upload.size:
+            storage.delete(key)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StorageFull(_("存储空间已满，文件未保存，请联系管理员。")) from exc
+        raise ServiceUnavailable(_("文件存储暂时不可用，文件未保存，请稍后重试。"), code="storage_unavailable") from exc
     if saved != key:  # a storage that renames on collision: keep exactly one copy
-        field.storage.delete(saved)
+        storage.delete(saved)
         raise Conflict(_("文件存储冲突，请重试。"), code="storage_conflict")
     return key, False
+
+
+class StorageFull(ServiceUnavailable):
+    code = "storage_full"
+    http_status = 507
 
 
 def _delete_unreferenced_files(*, kb_id: int, keys: Sequence[str]) -> None:
@@ -715,3 +756,14 @@ def _validate_model(instance) -> None:
 
 def _user_or_none(actor: Actor):
     return actor if actor is not None and getattr(actor, "is_authenticated", False) else None
+
+
+def _is_superuser(actor: Actor) -> bool:
+    # Commands and tasks act without a user (actor None): they are the operator.
+    user = _user_or_none(actor)
+    return user is None or bool(user.is_superuser)
+
+
+def _shares_group(actor: Actor, groups: Sequence[Group]) -> bool:
+    user = _user_or_none(actor)
+    return user is not None and user.groups.filter(pk__in=[group.pk for group in groups]).exists()

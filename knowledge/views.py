@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, HttpResponseNotFound
-from django.utils.translation import gettext as _
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django_eventstream.views import events
 
-from .access import is_manager
+from ragsite.errors import DomainError
+
+from .access import Role, access_knowledge_base_by_pk
 from .eventstream import ensure_relay
-from .models import KnowledgeBase
 
 
 def kb_events(request: HttpRequest, kb_id: int) -> HttpResponse:
-    """SSE stream of a knowledge base's ingestion progress (staff only: it is admin tooling)."""
-    if not is_manager(request.user):
-        return HttpResponseForbidden(_("只有管理员可以查看处理进度。"))
-    if not KnowledgeBase.objects.filter(pk=kb_id).exists():
-        return HttpResponseNotFound(_("知识库不存在。"))
+    """SSE stream of a knowledge base's ingestion progress, for its editors (admin tooling)."""
+    try:
+        access_knowledge_base_by_pk(user=request.user, pk=kb_id, role=Role.EDITOR)
+    except DomainError as error:
+        return JsonResponse({"code": error.code, "detail": str(error.message)}, status=error.http_status)
     ensure_relay()
     return events(request, **{"format-channels": ["kb-{kb_id}"], "kb_id": kb_id})

@@ -1,5 +1,3 @@
-from django.conf import settings
-from django.conf.urls.static import static
 from django.contrib import admin
 from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static as static_url
@@ -27,5 +25,7 @@ urlpatterns = [
     path("events/kb/<int:kb_id>/", knowledge_views.kb_events, name="kb-events"),
 ]
 
-if settings.DEBUG:
-    urlpatterns += static(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)
+# MEDIA_ROOT is never served as it is, DEBUG included: originals and images leave only through
+# permission-checked views (/api/assets/…, /api/chunks/…/preview, the admin's image view).
+
+handler500 = "ragsite.views.server_error"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import FileResponse, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -13,22 +13,26 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from knowledge.access import access_asset, access_chunk
+from knowledge.access import Role, access_asset, access_chunk, access_knowledge_base_by_pk
 from knowledge.locators import locator_label
 from knowledge.models import KnowledgeBase
 from knowledge.previews import render_chunk_preview
-from ragsite.errors import DomainError, NotFound
+from ragsite.errors import DomainError, Forbidden, NotFound
+from ragsite.openapi import error_responses
+from ragsite.throttles import RETRIEVAL_THROTTLES
 
 from .contracts import RetrievalError, RetrievalResponse
 from .factory import retrieve_for_user
 from .forms import HitTestForm
 from .labels import count_label, note_label, stage_label
-from .serializers import RetrievalRequestInput
+from .serializers import ExplainOutput, RetrievalRequestInput, RetrievalResultOutput
 
 
 class _RetrievalView(APIView):
+    throttle_classes = RETRIEVAL_THROTTLES
+
     def post(self, request: Request) -> Response:
-        serializer = RetrievalRequestInput(data=request.data)
+        serializer = RetrievalRequestInput(data=request.data, context={"user": request.user})
         serializer.is_valid(raise_exception=True)
         return Response(self.shape(retrieve_for_user(user=request.user, **serializer.validated_data)))
 
@@ -36,7 +40,14 @@ class _RetrievalView(APIView):
         raise NotImplementedError
 
 
-@extend_schema_view(post=extend_schema(request=RetrievalRequestInput, responses={200: dict}))
+# 403: costly options asked for anonymously; 404: a knowledge base the caller may not read;
+# 503: every channel (or the facts store) failed.
+RETRIEVAL_ERRORS = error_responses(403, 404, 503)
+
+
+@extend_schema_view(
+    post=extend_schema(request=RetrievalRequestInput, responses={200: RetrievalResultOutput(many=True), **RETRIEVAL_ERRORS})
+)
 class SearchView(_RetrievalView):
     """Ranked evidence as a JSON array (kept an array for older clients; see /explain)."""
 
@@ -44,7 +55,7 @@ class SearchView(_RetrievalView):
         return [result.as_dict() for result in response.results]
 
 
-@extend_schema_view(post=extend_schema(request=RetrievalRequestInput, responses={200: dict}))
+@extend_schema_view(post=extend_schema(request=RetrievalRequestInput, responses={200: ExplainOutput, **RETRIEVAL_ERRORS}))
 class ExplainView(_RetrievalView):
     """The same ranked evidence plus the full retrieval trace."""
 
@@ -73,7 +84,7 @@ class ChunkPreviewView(APIView):
 
     @extend_schema(
         summary="Chunk preview (PNG of its PDF region)",
-        responses={(200, "image/png"): bytes, 404: dict, 422: dict},
+        responses={(200, "image/png"): bytes, **error_responses(422)},
     )
     def get(self, request: Request, chunk_id: int) -> HttpResponse:
         chunk = access_chunk(user=request.user, chunk_id=chunk_id)
@@ -85,8 +96,14 @@ class ChunkPreviewView(APIView):
 
 @staff_member_required
 def hit_test(request: HttpRequest, kb_pk: int) -> TemplateResponse:
-    """Admin page: run a question through the same RetrievalService and show the trace."""
-    kb = get_object_or_404(KnowledgeBase, pk=kb_pk)
+    """Admin page for the knowledge base's editors: run a question through the same
+    RetrievalService and show the trace."""
+    try:
+        kb = access_knowledge_base_by_pk(user=request.user, pk=kb_pk, role=Role.EDITOR)
+    except NotFound as error:
+        raise Http404(str(error.message)) from error
+    except Forbidden as error:
+        raise PermissionDenied(str(error.message)) from error
     form = HitTestForm(request.POST or None)
     response = error = None
     if request.method == "POST" and form.is_valid():

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
@@ -33,7 +34,6 @@ from knowledge.models import KnowledgeBase
 from knowledge.selectors import chunk_contents
 from ragsite.errors import DomainError
 from retrieval.contracts import (
-    MAX_QUESTION_CHARS,
     RetrievalCancelled,
     RetrievalError,
     RetrievalRequest,
@@ -107,9 +107,10 @@ class RAGService:
         question = normalise_question(query.question)
         if not question:
             raise ChatError(_("问题不能为空。"), code="question_empty", http_status=400)
-        if len(question) > MAX_QUESTION_CHARS:
+        max_chars = settings.RAG_MAX_QUESTION_CHARS
+        if len(question) > max_chars:
             raise ChatError(
-                _("问题过长（最多 %(n)s 个字符）。") % {"n": MAX_QUESTION_CHARS},
+                _("问题过长（最多 %(n)s 个字符）。") % {"n": max_chars},
                 code="question_too_long", http_status=400,
             )
         kb = access_knowledge_base(user=requester.user, kb_id=query.knowledge_base_id)
@@ -146,10 +147,14 @@ class RAGService:
             faqs = self._faqs(kb)
             yield from self._stages(turn, rules=rules, retrieval=retrieval, faqs=faqs)
         except GeneratorExit:
-            self._store_failure(turn, code="client_disconnected", error=None, cancelled=True)
+            # Gone after the answer was stored (before reading the end of the stream): the
+            # turn is complete as it is; there is no failure to record.
+            if not turn.stored:
+                self._store_failure(turn, code="client_disconnected", error=None, cancelled=True)
             raise
         except (TurnCancelled, RetrievalCancelled):
-            self._store_failure(turn, code="client_disconnected", error=None, cancelled=True)
+            if not turn.stored:
+                self._store_failure(turn, code="client_disconnected", error=None, cancelled=True)
             raise TurnCancelled("the client went away") from None
         except (RetrievalError, DomainError) as exc:
             self._store_failure(turn, code=exc.code, error=exc, cancelled=False)
@@ -157,6 +162,13 @@ class RAGService:
         except ProviderError as exc:
             self._store_failure(turn, code=exc.code, error=exc, cancelled=False)
             raise GenerationFailed(_(GENERATION_FAILED)) from exc
+        except DatabaseError as exc:
+            # e.g. the connection dropped while the answer and its evidence were committed: the
+            # transaction rolled back whole; the failure is stored on a new connection.
+            logger.error("turn %s: database error: %s", ctx.trace_id, exc)
+            self._store_failure(turn, code="storage_unavailable", error=exc, cancelled=False)
+            raise ChatError(_("数据库暂时不可用，回答未能保存，请稍后重试。"), code="storage_unavailable",
+                            http_status=503) from exc
         except Exception as exc:
             logger.exception("turn %s failed", ctx.trace_id)
             self._store_failure(turn, code="internal_error", error=exc, cancelled=False)
@@ -277,7 +289,11 @@ class RAGService:
         answer = "".join(turn.delivered)
         declined = is_declined(answer)
         if not answer_filter.cited_numbers and not declined:
-            tail = reference_tail(citations, limit=rules.generation.references_on_missing_citations)
+            # Titles are documents' and FAQs' own text: they go through the filter like the answer.
+            tail = _filtered(
+                reference_tail(citations, limit=rules.generation.references_on_missing_citations),
+                AnswerFilter(valid_numbers=answer_filter.valid_numbers, asset_ids=set()),
+            )
             if tail:
                 turn.delivered.append(tail)
                 yield Delta(tail)
@@ -314,6 +330,8 @@ class RAGService:
             history_rewrite_used=prepared.history_rewrite_used if prepared else False,
         )
         yield self._evidence(turn, route=route, hit_type=hit_type, citations=citations)
+        # A FAQ's answer is text staff (or an import) wrote: the same rules as a model's answer.
+        answer = _filtered(answer, AnswerFilter(valid_numbers={c.number for c in citations}, asset_ids=set()))
         for start in range(0, len(answer), DIRECT_DELTA_CHARS):
             piece = answer[start:start + DIRECT_DELTA_CHARS]
             turn.ctx.mark_first_token()
@@ -337,6 +355,9 @@ class RAGService:
     def _finish(self, turn: _Turn, *, route, hit_type, answer, intent, citations, confidence,
                 faq_ids: tuple[int, ...] = ()) -> Finished:
         ctx = turn.ctx
+        # A client gone while the model sent its last (textless) chunk never saw the answer
+        # end: the turn is cancelled, not stored complete with evidence.
+        ctx.check_cancelled()
         with ctx.stage("save_history"):
             trace = turn.trace_record(route=route.route, intent=intent, hit_type=hit_type, confidence=confidence)
             message = services.complete_turn(
@@ -354,6 +375,7 @@ class RAGService:
                 user=ctx.requester.user,
                 faq_ids=faq_ids,
             )
+        turn.stored = True
         return Finished(
             TurnResult(
                 trace_id=ctx.trace_id, conversation_id=turn.conversation.pk,
@@ -406,6 +428,10 @@ class RAGService:
         return ModelFollowUpRewriter(model) if model.generative else RuleFollowUpRewriter(rules)
 
 
+def _filtered(text: str, answer_filter: AnswerFilter) -> str:
+    return answer_filter.feed(text) + answer_filter.flush()
+
+
 def _retrieval_request(ctx: QueryContext, prepared: Preparation) -> RetrievalRequest:
     plan = prepared.plan
     return RetrievalRequest(
@@ -436,6 +462,7 @@ class _Turn:
         self.hit_type = ""
         self.model_name = ""
         self.delivered: list[str] = []
+        self.stored = False  # the answer and its evidence are committed: nothing left to fail
 
     def query_variants(self) -> list[str]:
         if self.documents:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from django.contrib.auth.models import Group
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from ..access import Role, role_in
 from ..models import (
     FAQ,
     Document,
@@ -17,22 +19,73 @@ from ..models import (
 )
 
 
-class KnowledgeBaseOutput(serializers.ModelSerializer):
+class EditorOnlyFields:
+    """Fields only the knowledge base's editors see. Readers get null in their place, so there is
+    one response shape (and one schema) for both. The view says who asks: context["editor"]."""
+
+    editor_only: tuple[str, ...] = ()
+
+    def shows_editor_fields(self, instance) -> bool:
+        return bool(self.context.get("editor"))
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if not self.shows_editor_fields(instance):
+            for name in self.editor_only:
+                data[name] = None
+        return data
+
+
+@extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
+class GroupNamesField(serializers.Field):
+    def __init__(self, **kwargs):
+        super().__init__(read_only=True, **kwargs)
+
+    def to_representation(self, manager):
+        return sorted(group.name for group in manager.all())
+
+
+class KnowledgeBaseOutput(EditorOnlyFields, serializers.ModelSerializer):
     id = serializers.CharField(source="slug")
     active_version = serializers.SerializerMethodField()
-    allowed_groups = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    allowed_groups = GroupNamesField()
+    editor_groups = GroupNamesField()
+    publisher_groups = GroupNamesField()
+    role = serializers.SerializerMethodField(help_text="The caller's role: reader, editor or publisher.")
+
+    editor_only = (
+        "allowed_groups", "editor_groups", "publisher_groups", "custom_terms", "release_max_regression_points",
+    )
 
     class Meta:
         model = KnowledgeBase
         fields = [
-            "id", "name", "description", "visibility", "allowed_groups", "support_contact",
-            "embedding_model", "embedding_dimension", "text_analysis", "custom_terms",
+            "id", "name", "description", "visibility", "allowed_groups", "editor_groups", "publisher_groups",
+            "role", "support_contact", "embedding_model", "embedding_dimension", "text_analysis", "custom_terms",
             "chunk_size_tokens", "chunk_overlap_tokens", "release_max_regression_points", "active_version",
             "created_at", "updated_at",
         ]
+        extra_kwargs = {"custom_terms": {"allow_null": True}}
 
     def get_active_version(self, kb: KnowledgeBase) -> int | None:
         return kb.active_version.number if kb.active_version_id else None
+
+    def shows_editor_fields(self, kb: KnowledgeBase) -> bool:
+        return role_in(self.context.get("user"), kb) >= Role.EDITOR
+
+    @extend_schema_field(serializers.ChoiceField(choices=[role.name.lower() for role in Role if role]))
+    def get_role(self, kb: KnowledgeBase) -> str:
+        return role_in(self.context.get("user"), kb).name.lower()
+
+
+class GroupNameInput(serializers.SlugRelatedField):
+    """A group by name. A name with NUL is no group's, and PostgreSQL refuses it in the lookup
+    (a 500): it is "does not exist" before the query."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", ""))
+        return super().to_internal_value(data)
 
 
 class KnowledgeBaseCreateInput(serializers.Serializer):
@@ -40,7 +93,13 @@ class KnowledgeBaseCreateInput(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True, default="")
     visibility = serializers.ChoiceField(choices=Visibility.choices, default=Visibility.INTERNAL)
-    allowed_groups = serializers.SlugRelatedField(
+    allowed_groups = GroupNameInput(
+        many=True, queryset=Group.objects.all(), slug_field="name", required=False, default=list
+    )
+    editor_groups = GroupNameInput(
+        many=True, queryset=Group.objects.all(), slug_field="name", required=False, default=list
+    )
+    publisher_groups = GroupNameInput(
         many=True, queryset=Group.objects.all(), slug_field="name", required=False, default=list
     )
     support_contact = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
@@ -56,7 +115,13 @@ class KnowledgeBaseUpdateInput(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False)
     description = serializers.CharField(required=False, allow_blank=True)
     visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
-    allowed_groups = serializers.SlugRelatedField(
+    allowed_groups = GroupNameInput(
+        many=True, queryset=Group.objects.all(), slug_field="name", required=False
+    )
+    editor_groups = GroupNameInput(
+        many=True, queryset=Group.objects.all(), slug_field="name", required=False
+    )
+    publisher_groups = GroupNameInput(
         many=True, queryset=Group.objects.all(), slug_field="name", required=False
     )
     support_contact = serializers.CharField(max_length=200, required=False, allow_blank=True)
@@ -66,7 +131,7 @@ class KnowledgeBaseUpdateInput(serializers.Serializer):
     release_max_regression_points = serializers.FloatField(required=False, allow_null=True, min_value=0.0)
 
 
-class VersionOutput(serializers.ModelSerializer):
+class VersionOutput(EditorOnlyFields, serializers.ModelSerializer):
     document_count = serializers.IntegerField(source="documents.count", read_only=True)
     based_on = serializers.SerializerMethodField()
 
@@ -76,6 +141,9 @@ class VersionOutput(serializers.ModelSerializer):
             "number", "label", "notes", "status", "document_count", "based_on",
             "created_at", "ready_at", "activated_at", "retired_at",
         ]
+        extra_kwargs = {"notes": {"allow_null": True}}
+
+    editor_only = ("notes",)
 
     def get_based_on(self, version: KnowledgeBaseVersion) -> int | None:
         return version.based_on.number if version.based_on_id else None
@@ -114,8 +182,11 @@ class ActivationOutput(serializers.ModelSerializer):
         fields = ["action", "from_version", "to_version", "actor", "reason", "release_check", "cache_epoch", "created_at"]
 
 
-class DocumentOutput(serializers.ModelSerializer):
+class DocumentOutput(EditorOnlyFields, serializers.ModelSerializer):
     status_label = serializers.CharField(source="get_status_display", read_only=True)
+
+    # Fingerprints and failure details are for the people who maintain the knowledge base.
+    editor_only = ("sha256", "error_code", "error_message", "attempts")
 
     class Meta:
         model = Document
@@ -124,6 +195,7 @@ class DocumentOutput(serializers.ModelSerializer):
             "source_tag", "external_id", "status", "status_label", "error_code", "error_message",
             "attempts", "page_count", "chunk_count", "created_at", "updated_at",
         ]
+        extra_kwargs = {name: {"allow_null": True} for name in ("sha256", "error_code", "error_message", "attempts")}
 
 
 class DocumentUploadInput(serializers.Serializer):
@@ -139,13 +211,16 @@ class UploadOutcomeOutput(serializers.Serializer):
     duplicate = serializers.BooleanField()
 
 
-class FAQOutput(serializers.ModelSerializer):
+class FAQOutput(EditorOnlyFields, serializers.ModelSerializer):
+    editor_only = ("hit_count",)
+
     class Meta:
         model = FAQ
         fields = [
             "id", "question", "similar_questions", "answer", "source_tag", "enabled",
             "hit_count", "created_at", "updated_at",
         ]
+        extra_kwargs = {"hit_count": {"allow_null": True}}
 
 
 class FAQInput(serializers.Serializer):
@@ -156,3 +231,18 @@ class FAQInput(serializers.Serializer):
     answer = serializers.CharField()
     source_tag = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     enabled = serializers.BooleanField(required=False, default=True)
+
+
+class DocumentDeletionOutput(serializers.Serializer):
+    removed_from_draft = serializers.BooleanField()
+    purged = serializers.BooleanField(help_text="File, chunks and vectors go once no retained version holds it.")
+    retained_by_versions = serializers.ListField(child=serializers.IntegerField(), help_text="Version numbers.")
+
+
+class CacheInvalidateInput(serializers.Serializer):
+    knowledge_base_id = serializers.CharField(max_length=64)
+
+
+class CacheInvalidateOutput(serializers.Serializer):
+    knowledge_base_id = serializers.CharField()
+    cache_epoch = serializers.IntegerField()

@@ -4,6 +4,7 @@ Values come from the environment (django-environ); `.env.example` lists them all
 defaults here: environments that need one (local, test) provide a throwaway value themselves.
 """
 
+import re
 from pathlib import Path
 
 import environ
@@ -52,6 +53,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    # A NUL in the URL would reach a PostgreSQL query and fail there (ragsite/middleware.py).
+    "ragsite.middleware.RejectNulMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -95,7 +98,9 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(SQLITE_OPTIONS)
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+    # 0: under ASGI every request runs on its own thread, and a persistent connection per thread
+    # ran PostgreSQL out of connections at 16 concurrent clients (make bench-load).
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -178,17 +183,50 @@ TASKS = {
     }
 }
 
+# Abuse limits (ragsite/throttles.py, ragsite/limits.py). Rates "N/s|min|hour|day" per signed-in
+# user (`*_user`) and per client IP of anonymous callers (`*_anon_ip`); empty: unlimited. The client
+# IP is REMOTE_ADDR unless RAG_NUM_PROXIES proxies in front append to X-Forwarded-For (never
+# trusted by default: a client could forge it to get a fresh budget per request).
+RAG_THROTTLE_RATES = {
+    "chat_user": env("RAG_THROTTLE_CHAT_USER", default="30/min") or None,
+    "chat_anon_ip": env("RAG_THROTTLE_CHAT_ANON_IP", default="10/min") or None,
+    "retrieval_user": env("RAG_THROTTLE_RETRIEVAL_USER", default="60/min") or None,
+    "retrieval_anon_ip": env("RAG_THROTTLE_RETRIEVAL_ANON_IP", default="20/min") or None,
+}
+for _scope, _rate in RAG_THROTTLE_RATES.items():
+    if _rate is not None and not re.fullmatch(r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)", _rate.strip()):
+        raise ImproperlyConfigured(f"throttle rate of {_scope} must look like 30/min, not {_rate!r}")
+RAG_NUM_PROXIES = env.int("RAG_NUM_PROXIES", default=0)
+# Answers streaming at once (SSE and WebSocket) per signed-in user and per anonymous client IP;
+# a slot is a cache lease its stream renews, so a crashed process frees it within the TTL.
+RAG_MAX_STREAMS_PER_USER = env.int("RAG_MAX_STREAMS_PER_USER", default=3)
+RAG_MAX_STREAMS_PER_ANON_IP = env.int("RAG_MAX_STREAMS_PER_ANON_IP", default=5)
+RAG_STREAM_SLOT_TTL_SECONDS = env.int("RAG_STREAM_SLOT_TTL_SECONDS", default=60)
+# Characters of one question (chat and retrieval), and AI SDK UI messages in one chat request
+# (the client resends the conversation; the pipeline itself reads the last few turns only).
+RAG_MAX_QUESTION_CHARS = env.int("RAG_MAX_QUESTION_CHARS", default=2000)
+RAG_MAX_CHAT_MESSAGES = env.int("RAG_MAX_CHAT_MESSAGES", default=500)
+
 REST_FRAMEWORK = {
     # Token first: an unauthenticated API call then gets 401 with a WWW-Authenticate header.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
+        # DRF's, refusing a missing CSRF token with the code `csrf_failed`.
+        "ragsite.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # DRF's defaults, with JSON bodies held to DATA_UPLOAD_MAX_MEMORY_SIZE (ragsite/parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "ragsite.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "ragsite.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "ragsite.api.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "ragsite.pagination.Pagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_RATES": RAG_THROTTLE_RATES,
+    "NUM_PROXIES": RAG_NUM_PROXIES,
 }
 
 SPECTACULAR_SETTINGS = {
@@ -200,6 +238,16 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "ragsite.openapi.describe_chat_stream",
+    ],
+    # Several models have a `status`: name each choice set instead of a generated hash name.
+    "ENUM_NAME_OVERRIDES": {
+        "VersionStatusEnum": "knowledge.models.VersionStatus",
+        "DocumentStatusEnum": "knowledge.models.DocumentStatus",
+        "MessageStatusEnum": "chat.models.MessageStatus",
+    },
 }
 
 LOGIN_URL = "admin:login"
@@ -214,6 +262,13 @@ RAG_MAX_ARCHIVE_UNCOMPRESSED_BYTES = env.int(
 RAG_MAX_ARCHIVE_RATIO = env.int("RAG_MAX_ARCHIVE_RATIO", default=200)
 RAG_MAX_ARCHIVE_MEMBERS = env.int("RAG_MAX_ARCHIVE_MEMBERS", default=20000)
 RAG_MAX_FILES_PER_UPLOAD = env.int("RAG_MAX_FILES_PER_UPLOAD", default=50)
+# Django stops reading a multipart body at the first file over the per-upload count, instead of
+# spooling every file to disk before the upload is refused. Request bodies other than files
+# (JSON included, ragsite/parsers.py) are held to DATA_UPLOAD_MAX_MEMORY_SIZE; files up to
+# FILE_UPLOAD_MAX_MEMORY_SIZE stay in memory, larger ones go to a temporary file.
+DATA_UPLOAD_MAX_NUMBER_FILES = RAG_MAX_FILES_PER_UPLOAD
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DJANGO_DATA_UPLOAD_MAX_MEMORY_SIZE", default=2_621_440)
+FILE_UPLOAD_MAX_MEMORY_SIZE = env.int("DJANGO_FILE_UPLOAD_MAX_MEMORY_SIZE", default=2_621_440)
 
 RAG_PROVIDER = env("RAG_PROVIDER", default="local")
 # Embedding space given to new knowledge bases (fixed per knowledge base at creation).
@@ -308,6 +363,11 @@ RAG_RELEASE_CHECK_K = env.int("RAG_RELEASE_CHECK_K", default=5)
 
 # L1 cache of cache epochs (seconds): short so a missed clear after commit heals quickly.
 RAG_EPOCH_L1_TTL_SECONDS = env.float("RAG_EPOCH_L1_TTL_SECONDS", default=5.0)
+
+# Error reports (the DEBUG 500 page, admin e-mails) with every configured secret redacted, frame
+# variables included (ragsite/reporting.py).
+DEFAULT_EXCEPTION_REPORTER = "ragsite.reporting.ExceptionReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "ragsite.reporting.SafeExceptionReporterFilter"
 
 LOGGING = {
     "version": 1,

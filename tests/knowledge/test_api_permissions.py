@@ -39,7 +39,7 @@ def test_read_access_follows_visibility(clients, engineers_group, visibility, ro
     detail = client.get(f"/api/knowledge-bases/{kb.slug}/")
     listing = client.get("/api/knowledge-bases/")
     # then
-    listed = {item["id"] for item in listing.json()}
+    listed = {item["id"] for item in listing.json()["results"]}
     if role in READERS[visibility]:
         assert detail.status_code == 200
         assert detail.json()["id"] == kb.slug
@@ -51,8 +51,16 @@ def test_read_access_follows_visibility(clients, engineers_group, visibility, ro
         assert kb.slug not in listed
 
 
-@pytest.mark.parametrize("role", ["anonymous", "member", "engineer"])
-def test_only_staff_manage(clients, engineers_group, staff_user, role):
+@pytest.fixture
+def plain_staff(db):
+    """Staff that may sign in to the admin, with no role on any knowledge base."""
+    from django.contrib.auth.models import User
+
+    return User.objects.create_user("plain-staff", password="pw-plain-123", is_staff=True)
+
+
+@pytest.mark.parametrize("role", ["anonymous", "member", "engineer", "plain_staff"])
+def test_readers_and_plain_staff_manage_nothing(clients, engineers_group, staff_user, plain_staff, role):
     # given: a public KB with an active version, a ready v2, a failed document and a FAQ
     from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -67,7 +75,7 @@ def test_only_staff_manage(clients, engineers_group, staff_user, role):
     failed = make_document(kb, status=DocumentStatus.FAILED)
     published = v1.documents.get()
     faq = services.save_faq(kb=kb, question="q", answer="a", actor=staff_user)
-    client = clients[role]
+    client = api_client_for(plain_staff) if role == "plain_staff" else clients[role]
     base = f"/api/knowledge-bases/{kb.slug}"
     # when
     responses = {
@@ -77,22 +85,22 @@ def test_only_staff_manage(clients, engineers_group, staff_user, role):
         "new draft": client.post(f"{base}/versions/", {}, format="json"),
         "activate": client.post(f"{base}/versions/2/activate/", {}, format="json"),
         "rollback": client.post(f"{base}/versions/1/rollback/", {}, format="json"),
-        "mark ready": client.post(f"{base}/versions/2/mark-ready/"),
         "retire": client.post(f"{base}/versions/2/retire/"),
         "history": client.get(f"{base}/activations/"),
         "upload": client.post(f"{base}/documents/", {"files": [SimpleUploadedFile("a.md", b"# a")]}, format="multipart"),
         "delete document": client.delete(f"{base}/documents/{published.pk}/"),
-        "retry": client.post(f"{base}/documents/{failed.pk}/retry/"),
         "new faq": client.post(f"{base}/faqs/", {"question": "q2", "answer": "a"}, format="json"),
         "edit faq": client.put(f"{base}/faqs/{faq.pk}/", {"question": "q", "answer": "b"}, format="json"),
         "patch faq": client.patch(f"{base}/faqs/{faq.pk}/", {"answer": "b"}, format="json"),
         "delete faq": client.delete(f"{base}/faqs/{faq.pk}/"),
         "invalidate": client.post("/api/admin/cache/invalidate", {"knowledge_base_id": kb.slug}, format="json"),
+        "retry": client.post(f"{base}/documents/{failed.pk}/retry/"),
+        "mark ready": client.post(f"{base}/versions/2/mark-ready/"),
     }
-    # then
+    # then: refused with the role it takes
     for action, response in responses.items():
-        assert response.status_code in (401, 403), f"{action}: {response.status_code} {response.content[:200]}"
-        assert response.json()["code"] in ("permission_denied", "not_authenticated"), action
+        assert response.status_code == 403, f"{action}: {response.status_code} {response.content[:200]}"
+        assert response.json()["code"] in ("editor_required", "publisher_required", "create_knowledge_base_denied"), action
     kb.refresh_from_db()
     assert kb.name != "改名" and kb.active_version == v1
     assert KnowledgeBaseVersion.objects.get(knowledge_base=kb, number=2).status == "ready"
@@ -100,6 +108,119 @@ def test_only_staff_manage(clients, engineers_group, staff_user, role):
     assert FAQ.objects.get(pk=faq.pk).answer == "a"
     failed.refresh_from_db()
     assert failed.status == DocumentStatus.FAILED
+
+
+@pytest.fixture
+def kb_with_roles(db, staff_user):
+    """An internal KB with a published v1, a ready draft v2, editors and publishers groups."""
+    from django.contrib.auth.models import Group, User
+
+    from knowledge import services
+    from tests.conftest import make_ready_version
+
+    editors, publishers = Group.objects.create(name="kb-editors"), Group.objects.create(name="kb-publishers")
+    kb = make_kb(visibility=Visibility.INTERNAL)
+    services.update_knowledge_base(kb=kb, actor=None, editor_groups=[editors], publisher_groups=[publishers])
+    services.activate_version(version=make_ready_version(kb), actor=staff_user, reason="v1")
+    make_ready_version(kb)
+    editor = User.objects.create_user("an-editor", password="pw-editor-123")
+    editor.groups.add(editors)
+    publisher = User.objects.create_user("a-publisher", password="pw-publisher-123")
+    publisher.groups.add(publishers)
+    return kb, api_client_for(editor), api_client_for(publisher)
+
+
+def test_editors_prepare_drafts_but_only_publishers_publish(kb_with_roles):
+    # given
+    kb, editor, publisher = kb_with_roles
+    base = f"/api/knowledge-bases/{kb.slug}"
+    # when
+    edited = editor.patch(f"{base}/", {"name": "编辑改名", "custom_terms": "星河X3"}, format="json")
+    faq = editor.post(f"{base}/faqs/", {"question": "怎么报销？", "answer": "走 OA。"}, format="json")
+    draft_seen = editor.get(f"{base}/versions/2/")
+    refused = {
+        "publish": editor.post(f"{base}/versions/2/activate/", {"reason": "上线"}, format="json"),
+        "rollback": editor.post(f"{base}/versions/1/rollback/", {"reason": "回滚"}, format="json"),
+        "retire": editor.post(f"{base}/versions/2/retire/"),
+        "visibility": editor.patch(f"{base}/", {"visibility": "public"}, format="json"),
+        "roles": editor.patch(f"{base}/", {"editor_groups": []}, format="json"),
+        "gate": editor.patch(f"{base}/", {"release_max_regression_points": 50}, format="json"),
+    }
+    published = publisher.post(f"{base}/versions/2/activate/", {"reason": "上线"}, format="json")
+    opened = publisher.patch(f"{base}/", {"visibility": "public"}, format="json")
+    # then
+    assert edited.status_code == 200 and edited.json()["role"] == "editor"
+    assert faq.status_code == 201
+    assert draft_seen.status_code == 200 and draft_seen.json()["status"] == "ready"
+    for action, response in refused.items():
+        assert response.status_code == 403, action
+        assert response.json()["code"] == "publisher_required", action
+    assert published.status_code == 200 and published.json()["to_version"] == 2
+    assert opened.status_code == 200 and opened.json()["visibility"] == "public"
+    kb.refresh_from_db()
+    assert kb.active_version.number == 2 and kb.visibility == "public"
+
+
+def test_readers_do_not_see_drafts_notes_fingerprints_or_failures(kb_with_roles, member_user):
+    # given: v2 is a ready draft with notes; a document failed in it
+    from knowledge.models import KnowledgeBaseVersion
+    from tests.conftest import make_document
+
+    kb, editor, _ = kb_with_roles
+    KnowledgeBaseVersion.objects.filter(knowledge_base=kb).update(notes="内部说明")
+    failed = make_document(kb, status="failed")
+    failed.error_message = "解析失败：/srv/secret/path.pdf"
+    failed.save()
+    reader = api_client_for(member_user)
+    base = f"/api/knowledge-bases/{kb.slug}"
+    # when
+    versions = _items(reader.get(f"{base}/versions/"))
+    draft = reader.get(f"{base}/versions/2/")
+    active = reader.get(f"{base}/versions/1/").json()
+    document = _items(reader.get(f"{base}/documents/"))[0]
+    hidden_document = reader.get(f"{base}/documents/{failed.pk}/")
+    kb_seen = reader.get(f"{base}/").json()
+    editor_versions = _items(editor.get(f"{base}/versions/"))
+    editor_document = editor.get(f"{base}/documents/{failed.pk}/").json()
+    # then
+    assert [v["number"] for v in versions] == [1]
+    assert draft.status_code == 404
+    assert active["notes"] is None and active["document_ids"]
+    assert document["sha256"] is None and document["error_message"] is None and document["attempts"] is None
+    assert hidden_document.status_code == 404
+    assert kb_seen["role"] == "reader" and kb_seen["custom_terms"] is None and kb_seen["editor_groups"] is None
+    assert {v["number"] for v in editor_versions} == {1, 2} and editor_versions[0]["notes"] == "内部说明"
+    assert editor_document["error_message"] == "解析失败：/srv/secret/path.pdf" and editor_document["sha256"]
+
+
+def test_creating_a_knowledge_base_needs_the_permission_and_a_publisher_group(db):
+    # given
+    from django.contrib.auth.models import Group, Permission, User
+
+    creators = Group.objects.create(name="creators")
+    creators.permissions.add(Permission.objects.get(codename="add_knowledgebase"))
+    creator = User.objects.create_user("creator", password="pw-creator-123")
+    creator.groups.add(creators)
+    client = api_client_for(creator)
+    # when
+    without_group = client.post("/api/knowledge-bases/", {"id": "kb-a", "name": "甲"}, format="json")
+    foreign_group = client.post(
+        "/api/knowledge-bases/", {"id": "kb-b", "name": "乙", "publisher_groups": [Group.objects.create(name="x").name]},
+        format="json",
+    )
+    created = client.post("/api/knowledge-bases/", {"id": "kb-c", "name": "丙", "publisher_groups": ["creators"]}, format="json")
+    published = client.post("/api/knowledge-bases/kb-c/versions/", {}, format="json")
+    # then
+    assert without_group.status_code == 400 and without_group.json()["code"] == "publisher_group_required"
+    assert foreign_group.status_code == 400 and foreign_group.json()["code"] == "publisher_group_required"
+    assert created.status_code == 201 and created.json()["role"] == "publisher"
+    assert created.json()["publisher_groups"] == ["creators"]
+    assert published.status_code == 201
+
+
+def _items(response) -> list:
+    data = response.json()
+    return data["results"] if isinstance(data, dict) and "results" in data else data
 
 
 def test_update_visibility_and_groups_changes_access_and_the_cache_epoch(clients, engineers_group, staff_user):
@@ -190,8 +311,8 @@ def test_readers_see_only_published_documents(clients, kb_with_active_version, s
     unpublished = make_document(kb)
     draft.documents.add(unpublished)
     # when
-    member_list = clients["member"].get(f"/api/knowledge-bases/{kb.slug}/documents/").json()
-    staff_list = clients["staff"].get(f"/api/knowledge-bases/{kb.slug}/documents/").json()
+    member_list = clients["member"].get(f"/api/knowledge-bases/{kb.slug}/documents/").json()["results"]
+    staff_list = clients["staff"].get(f"/api/knowledge-bases/{kb.slug}/documents/").json()["results"]
     hidden = clients["member"].get(f"/api/knowledge-bases/{kb.slug}/documents/{unpublished.pk}/")
     # then
     assert [d["id"] for d in member_list] == [published.pk]

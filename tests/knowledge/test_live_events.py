@@ -69,10 +69,13 @@ def test_progress_events_from_another_process_reach_the_browser(staff_user):
     assert payload == {"kb": kb.pk, "document": 42, "status": "indexing", "status_label": "索引中"}
 
 
-def test_progress_stream_is_staff_only(member_user):
+def test_progress_stream_is_for_the_knowledge_bases_editors(member_user):
+    # given: an internal KB the member reads but does not edit
     kb = make_kb()
+    # when
     with daphne_server() as base_url:
         response = httpx.get(f"{base_url}/events/kb/{kb.pk}/", cookies=session_cookie_for(member_user), timeout=10)
         anonymous = httpx.get(f"{base_url}/events/kb/{kb.pk}/", timeout=10)
-    assert response.status_code == 403
-    assert anonymous.status_code == 403
+    # then: a reader is refused, and to anybody else it does not exist
+    assert response.status_code == 403 and response.json()["code"] == "editor_required"
+    assert anonymous.status_code == 404 and anonymous.json()["code"] == "knowledge_base_not_found"

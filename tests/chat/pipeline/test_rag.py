@@ -197,6 +197,25 @@ def test_closing_the_stream_cancels_the_model_call_and_stores_a_cancelled_turn(h
     assert not ChatEvidence.objects.exists()
 
 
+def test_closing_the_stream_after_the_answer_was_stored_records_no_failure(handbook_kb, caplog):
+    # given: a turn run up to its Finished event (stored), not read to the end
+    model = ScriptedModel(["报销需在 30 天内提交。"])
+    gen = service(model).run(
+        query=ChatQuery(knowledge_base_id=handbook_kb.slug, question="报销要在多久内提交？"),
+        requester=Requester(AnonymousUser(), session_key="s"),
+    )
+    for event in gen:
+        if isinstance(event, Finished):
+            break
+    # when: the client goes away before reading what follows
+    gen.close()
+    # then: the turn stays complete and no failure is attempted over it
+    assert QueryTrace.objects.get().status == "completed"
+    assert Message.objects.get(role="assistant").status == "complete"
+    assert ChatEvidence.objects.count() == 1
+    assert "could not store the failed turn" not in caplog.text
+
+
 def test_a_cancel_event_stops_the_turn_between_stages(handbook_kb, recording_model):
     cancel = threading.Event()
     gen = service(recording_model).run(
