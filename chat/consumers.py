@@ -73,12 +73,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error(prepared.pop("detail"), **prepared)
             return
         query, requester, slot = prepared
-        try:
-            runner = TurnRunner(query=query, requester=requester).start()
-        except BaseException:
-            slot.release()
-            raise
-        slot.hold_while(runner.work)
+        runner = TurnRunner(query=query, requester=requester).start_holding(slot)
         self.runner = runner
         session_id = ""
         trace_id = ""

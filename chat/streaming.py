@@ -58,6 +58,17 @@ class TurnRunner:
         self._future = self._loop.run_in_executor(turn_pool(), self._work)
         return self
 
+    def start_holding(self, slot) -> TurnRunner:
+        """start(), with the caller's stream slot (`ragsite.limits`) held while the work runs,
+        and given back at once if the work cannot start."""
+        try:
+            self.start()
+        except BaseException:
+            slot.release()
+            raise
+        slot.hold_while(self.work)
+        return self
+
     @property
     def work(self) -> asyncio.Future:
         """Done once the pipeline stopped in its worker thread, whatever the transport did."""

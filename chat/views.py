@@ -78,12 +78,7 @@ async def chat_stream(request: HttpRequest):
     if isinstance(prepared, JsonResponse):
         return prepared
     query, requester, slot = prepared
-    try:
-        runner = TurnRunner(query=query, requester=requester).start()
-    except BaseException:
-        slot.release()
-        raise
-    slot.hold_while(runner.work)
+    runner = TurnRunner(query=query, requester=requester).start_holding(slot)
     preface = []
     streaming = False
     try:

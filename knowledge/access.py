@@ -136,18 +136,18 @@ def require_role(*, user: User | None, kb: KnowledgeBase, role: Role) -> Role:
 
 def access_knowledge_base(*, user: User | None, kb_id: str, role: Role = Role.READER) -> KnowledgeBase:
     """The knowledge base with slug `kb_id`, or NotFound / Forbidden."""
-    kb = KnowledgeBase.objects.filter(slug=kb_id).select_related("active_version").first()
-    if kb is None:
-        raise NotFound(_("知识库 %(kb)s 不存在或无权访问。") % {"kb": kb_id}, code="knowledge_base_not_found")
-    require_role(user=user, kb=kb, role=role)
-    return kb
+    return _access(user=user, role=role, named=kb_id, slug=kb_id)
 
 
 def access_knowledge_base_by_pk(*, user: User | None, pk: int, role: Role = Role.READER) -> KnowledgeBase:
     """The same check for pages addressed by primary key (admin, event stream)."""
-    kb = KnowledgeBase.objects.filter(pk=pk).select_related("active_version").first()
+    return _access(user=user, role=role, named=pk, pk=pk)
+
+
+def _access(*, user: User | None, role: Role, named: object, **lookup) -> KnowledgeBase:
+    kb = KnowledgeBase.objects.filter(**lookup).select_related("active_version").first()
     if kb is None:
-        raise NotFound(_("知识库 %(kb)s 不存在或无权访问。") % {"kb": pk}, code="knowledge_base_not_found")
+        raise NotFound(_("知识库 %(kb)s 不存在或无权访问。") % {"kb": named}, code="knowledge_base_not_found")
     require_role(user=user, kb=kb, role=role)
     return kb
 

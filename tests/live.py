@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -73,3 +74,14 @@ def daphne_server(host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         process.terminate()
         process.join(timeout=10)
+
+
+def eventually(predicate, *, within: float = 20.0, every: float = 0.05):
+    """Poll until `predicate()` is truthy and return its value, or the last falsy one after
+    `within` seconds (a bound on waiting for another process, not an assertion about speed)."""
+    deadline = time.monotonic() + within
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(every)

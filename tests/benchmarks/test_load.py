@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,12 +25,24 @@ def quick_run(tmp_path_factory):
     database = os.environ.get("DATABASE_URL", "")
     # On PostgreSQL (CI) the benchmark runs there too, in a scratch database it drops at the end.
     extra = ["--database-url", database] if database.startswith(("postgres://", "postgresql://")) else []
-    process = subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.load", "--quick", "--output", str(output), *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400,
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    return json.loads(output.read_text(encoding="utf-8")), process.stdout
+    try:
+        stdout, stderr = process.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        # SIGTERM is the benchmark's own clean stop (daphne, worker, Milvus, scratch data);
+        # a plain kill on timeout would leave them running for the rest of the suite.
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            stdout, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+        pytest.fail("bench-load --quick did not finish in 400 s:\n" + stdout[-3000:] + stderr[-3000:])
+    assert process.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    return json.loads(output.read_text(encoding="utf-8")), stdout
 
 
 def test_the_quick_load_run_answers_every_request_while_documents_are_ingested(quick_run):

@@ -8,7 +8,6 @@ real socket to daphne.
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
@@ -23,6 +22,7 @@ from tests.chat.conftest import (
     text_of,
 )
 from tests.fakes.provider_server import Answer, Slow
+from tests.live import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,16 +42,6 @@ def read_until_deltas(response: httpx.Response, count: int) -> list[dict]:
             if len(of_type(parts, "text-delta")) >= count:
                 return parts
     raise AssertionError(f"the stream ended before {count} deltas: {parts}")
-
-
-def eventually(predicate, *, within: float = 15.0):
-    """Poll until `predicate()` is truthy (a bound on waiting, not an assertion about speed)."""
-    deadline = time.monotonic() + within
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def test_client_disconnect_cancels_the_turn_and_closes_the_model_stream(chat_kb, openai_provider):

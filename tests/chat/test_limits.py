@@ -31,6 +31,7 @@ from tests.chat.conftest import (
 )
 from tests.conftest import REDIS_URL, redis_test_prefix
 from tests.fakes.provider_server import Answer
+from tests.live import eventually
 
 SLOW_ANSWER = "星河X3 的保修期为 24 个月，保修期内免费更换。" * 20  # ~170 deltas, 0.2 s apart
 
@@ -72,15 +73,6 @@ def first_delta(lines) -> str:
     """Read an SSE body up to its first text delta. The caller keeps `lines`: an httpx line
     iterator that is garbage-collected closes the connection, which hangs up on the stream."""
     return next(line for line in lines if "text-delta" in line)
-
-
-def eventually(predicate, *, within: float = 15.0):
-    deadline = time.monotonic() + within
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.1)
 
 
 # --- rate limits on the streaming transports ----------------------------------------------------------

@@ -9,7 +9,6 @@ the next request is served on a new connection.
 from __future__ import annotations
 
 import threading
-import time
 
 import psycopg
 import pytest
@@ -18,6 +17,7 @@ from django.db import connection, connections
 from chat.models import ChatEvidence, Message, MessageStatus, QueryTrace, TraceStatus
 from tests.chat.conftest import RAG_QUESTION
 from tests.fakes.provider_server import Reply, Slow
+from tests.live import eventually
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -47,15 +47,6 @@ def terminate_others(conn, *, where: str = "true") -> int:
     ).fetchall()
     connection.close()  # the test thread's own connection was among them: reconnect on next use
     return len(rows)
-
-
-def eventually(predicate, within: float = 20.0):
-    deadline = time.monotonic() + within
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.02)
 
 
 def in_thread(call):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from urllib.parse import urlsplit
 
 import httpx
@@ -28,20 +27,12 @@ from tests.chat.conftest import (
     text_of,
 )
 from tests.fakes.provider_server import Answer, Reply, Slow
+from tests.live import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REWRITE = {"choices": [{"index": 0, "finish_reason": "stop",
                         "message": {"role": "assistant", "content": '{"rewrite": "星河X3 路由器的保修期有多长？"}'}}]}
-
-
-def eventually(predicate, within: float = 20.0):
-    deadline = time.monotonic() + within
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def body(kb, **options):
