@@ -220,11 +220,27 @@ def milvus(settings, milvus_server):
     """
     from engines.milvus_store import reset_vector_store_cache
 
+    prefix = f"t{next(_counter)}"
     settings.MILVUS_URI = milvus_server
-    settings.MILVUS_COLLECTION_PREFIX = f"t{next(_counter)}"
+    settings.MILVUS_COLLECTION_PREFIX = prefix
     reset_vector_store_cache()
     yield milvus_server
     reset_vector_store_cache()
+    # Milvus Lite keeps every loaded collection in memory: left behind, a thousand tests' worth
+    # grew the session's server past 20 GB and the machine into the OOM killer.
+    _drop_collections(milvus_server, prefix=f"{prefix}_")
+
+
+def _drop_collections(uri: str, *, prefix: str) -> None:
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=uri)
+    try:
+        for name in client.list_collections():
+            if name.startswith(prefix):
+                client.drop_collection(name)
+    finally:
+        client.close()
 
 
 @pytest.fixture
