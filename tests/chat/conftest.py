@@ -112,6 +112,12 @@ def publish_kb(
         services.save_faq(kb=kb, actor=actor, **faq)
     uploads = [SimpleUploadedFile(name, text.encode()) for name, text in (documents or DOCUMENTS).items()]
     services.upload_documents(kb=kb, actor=actor, files=uploads)
+    return publish_draft(kb, actor=actor)
+
+
+def publish_draft(kb: KnowledgeBase, *, actor) -> KnowledgeBase:
+    """Activate the knowledge base's newest version once every document is ready; no cache
+    entry from before survives."""
     version = KnowledgeBaseVersion.objects.filter(knowledge_base=kb).order_by("-number").first()
     assert version.status == "ready", [(d.title, d.status, d.error_code) for d in version.documents.all()]
     assert all(d.status == DocumentStatus.READY for d in version.documents.all())

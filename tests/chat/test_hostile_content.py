@@ -23,10 +23,9 @@ import unicodedata
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from hypothesis import given, settings as hypothesis_settings, strategies as st
-from markdown_it import MarkdownIt  # CommonMark; installed with rich (a dependency of dashscope)
+from markdown_it import MarkdownIt  # CommonMark, pinned in requirements/dev.txt
 from websockets.sync.client import connect
 
 from chat.contracts import ChatQuery, Requester
@@ -34,12 +33,13 @@ from chat.models import ChatEvidence, Message, MessageRole, QueryTrace
 from chat.pipeline.context import system_prompt
 from chat.pipeline.generation import AnswerFilter, filtered_stream
 from chat.pipeline.rag import RAGService
-from knowledge import epochs, services
-from knowledge.models import DocumentStatus, KnowledgeBase, KnowledgeBaseVersion, Visibility
+from knowledge import services
+from knowledge.models import KnowledgeBase, Visibility
 from tests.chat.conftest import (
     live_chat_server,
     of_type,
     post_stream,
+    publish_draft,
     streamed_chat_requests,
     text_of,
     ws_url,
@@ -139,14 +139,7 @@ def publish(kb: KnowledgeBase, files, actor) -> KnowledgeBase:
         kb=kb, actor=actor, files=[SimpleUploadedFile(name, data) for name, data, _title in files],
         titles=[title for *_rest, title in files],
     )
-    version = KnowledgeBaseVersion.objects.filter(knowledge_base=kb).order_by("-number").first()
-    assert version.status == "ready", [(d.title, d.status, d.error_code) for d in version.documents.all()]
-    assert all(d.status == DocumentStatus.READY for d in version.documents.all())
-    services.activate_version(version=version, actor=actor, reason="测试发布")
-    kb.refresh_from_db()
-    cache.clear()
-    epochs.l1_epochs.clear()
-    return kb
+    return publish_draft(kb, actor=actor)
 
 
 @pytest.fixture
