@@ -160,7 +160,9 @@ def test_milvus_uri_set_to_a_lite_file_in_the_environment_works_as_documented(tm
 
 
 def test_ingest_works_the_queue_with_several_processes(tmp_path, milvus_server):
-    # given: 40 one-passage files, batches of 4, two processes (the command and one helper)
+    # given: 100 one-passage files, batches of 2, two processes (the command and one helper).
+    # Enough batches that the command cannot finish them all while the helper is still starting
+    # (with 10 batches of 4 it sometimes did, and the helper found the queue empty).
     import os
     import subprocess
     import sys
@@ -169,13 +171,13 @@ def test_ingest_works_the_queue_with_several_processes(tmp_path, milvus_server):
     root = Path(__file__).resolve().parents[2]
     docs = tmp_path / "docs"
     docs.mkdir()
-    for n in range(40):
+    for n in range(100):
         (docs / f"{n:02d}.txt").write_text(f"第 {n} 条：员工每年享有 {n + 5} 天年假。", encoding="utf-8")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "RAG_", "MILVUS_"))}
     env = {
         **clean, "DJANGO_SETTINGS_MODULE": "ragsite.settings.local", "RAGSITE_VAR_DIR": str(tmp_path / "var"),
         "MILVUS_URI": milvus_server, "MILVUS_COLLECTION_PREFIX": f"multi{os.getpid()}", "RAG_WARM_UP": "false",
-        "RAG_INGESTION_BATCH_DOCUMENTS": "4",
+        "RAG_INGESTION_BATCH_DOCUMENTS": "2",
     }
 
     def manage(*args: str) -> subprocess.CompletedProcess:
@@ -193,8 +195,8 @@ def test_ingest_works_the_queue_with_several_processes(tmp_path, milvus_server):
 
     # then: every file READY and published, Milvus agrees, and both processes took batches
     assert ingested.returncode == 0, ingested.stderr[-2000:]
-    assert ingested.stdout.count(" ready ") == 40 and "已发布 multi v1" in ingested.stdout
-    assert "multi: ok — 40 documents, 40 chunks" in checked.stdout, checked.stdout + checked.stderr
+    assert ingested.stdout.count(" ready ") == 100 and "已发布 multi v1" in ingested.stdout
+    assert "multi: ok — 100 documents, 100 chunks" in checked.stdout, checked.stdout + checked.stderr
     assert len(eval(workers.stdout.strip().splitlines()[-1])) == 2, workers.stdout
 
 
