@@ -21,6 +21,7 @@ from ..access import (
     access_faq,
     access_knowledge_base,
     access_version,
+    ROLE_GROUPS,
     Role,
     can_create_knowledge_base,
     readable_documents,
@@ -78,7 +79,7 @@ def _validated(serializer_class, data, **kwargs) -> dict:
 class KnowledgeBaseListView(_ListView):
     @extend_schema(responses=KnowledgeBaseOutput(many=True))
     def get(self, request: Request) -> Response:
-        kbs = readable_knowledge_bases(request.user).select_related("active_version").prefetch_related("allowed_groups")
+        kbs = readable_knowledge_bases(request.user).select_related("active_version").prefetch_related(*ROLE_GROUPS)
         return self.page_of(kbs.order_by("name", "id"), KnowledgeBaseOutput, context={"user": request.user})
 
     @extend_schema(request=KnowledgeBaseCreateInput, responses={201: KnowledgeBaseOutput, **error_responses(409)})

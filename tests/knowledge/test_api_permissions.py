@@ -343,3 +343,28 @@ def test_bad_token_is_401_with_code(kb):
     response = client.get("/api/knowledge-bases/")
     assert response.status_code == 401
     assert response.json()["code"] == "not_authenticated"
+
+
+def test_listing_knowledge_bases_costs_the_same_queries_for_two_or_twenty(db, engineers_group, engineer_user):
+    # given: restricted knowledge bases the engineer reads, half of them also edits
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from knowledge import services
+
+    def queries_to_list(count: int) -> int:
+        while (existing := engineers_group.knowledge_bases.count()) < count:
+            kb = make_kb(visibility=Visibility.RESTRICTED, groups=[engineers_group])
+            if existing % 2:
+                services.update_knowledge_base(kb=kb, actor=None, editor_groups=[engineers_group])
+        client = api_client_for(type(engineer_user).objects.get(pk=engineer_user.pk))  # no role cached yet
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get("/api/knowledge-bases/")
+        assert response.json()["count"] == count
+        assert {item["role"] for item in response.json()["results"]} == {"reader", "editor"}
+        return len(captured.captured_queries)
+
+    # when
+    few, many = queries_to_list(2), queries_to_list(20)
+    # then: the roles come from the prefetched groups, not a query per row
+    assert few == many
