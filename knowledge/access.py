@@ -129,8 +129,19 @@ def can_create_knowledge_base(user: User | None) -> bool:
     return _signed_in(user) and user.has_perm("knowledge.add_knowledgebase")
 
 
-def edits_any_knowledge_base(user: User | None) -> bool:
-    return is_superuser(user) or knowledge_bases_with_role(user, Role.EDITOR).exists()
+def holds_role_anywhere(user: User | None, role: Role) -> bool:
+    """Whether `user` holds `role` on at least one knowledge base. The admin asks it for every
+    model of every page (menu, permissions), so it is kept on the user object per request."""
+    if is_superuser(user):
+        return True
+    if not _signed_in(user):
+        return False
+    held = getattr(user, "_knowledge_roles_anywhere", None)
+    if held is None:
+        held = user._knowledge_roles_anywhere = {}
+    if role not in held:
+        held[role] = knowledge_bases_with_role(user, role).exists()
+    return held[role]
 
 
 def require_role(*, user: User | None, kb: KnowledgeBase, role: Role) -> Role:

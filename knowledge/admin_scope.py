@@ -11,12 +11,8 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.utils.translation import gettext as _
 
-from .access import Role, is_superuser, knowledge_bases_with_role, role_in
+from .access import Role, holds_role_anywhere, is_superuser, knowledge_bases_with_role, role_in
 from .models import KnowledgeBase
-
-
-def _holds_anywhere(user, role: Role) -> bool:
-    return is_superuser(user) or knowledge_bases_with_role(user, role).exists()
 
 
 class KnowledgeScopedAdmin(admin.ModelAdmin):
@@ -49,7 +45,7 @@ class KnowledgeScopedAdmin(admin.ModelAdmin):
         if not (user.is_active and user.is_staff):
             return False
         if obj is None:
-            return _holds_anywhere(user, role)
+            return holds_role_anywhere(user, role)
         kb = self.knowledge_base_of(obj)
         return is_superuser(user) if kb is None else role_in(user, kb) >= role
 

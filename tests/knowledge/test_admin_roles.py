@@ -137,3 +137,14 @@ def test_the_ingestion_queue_lists_only_the_users_knowledge_bases(roles):
     # then
     assert "我的知识库" in page and "别人的知识库" not in page
     assert KnowledgeBaseVersion.objects.filter(knowledge_base=theirs).count() == 0
+
+
+def test_the_admin_asks_for_a_role_once_per_page_not_once_per_model(roles, django_assert_max_num_queries):
+    # given: an editor; the index and a list ask every model admin for its permissions
+    _, _, users = roles
+    client = _signed_in(users["editor"])
+    # when / then: 80 and 53 queries when each model asked the database again
+    with django_assert_max_num_queries(10):
+        assert client.get(reverse("admin:index")).status_code == 200
+    with django_assert_max_num_queries(14):
+        assert client.get(reverse("admin:knowledge_faq_changelist")).status_code == 200
