@@ -19,15 +19,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils.translation import gettext as _
 
 from ragsite.api import error_payload
-from ragsite.errors import DomainError
-from ragsite.limits import acquire_stream_slot, too_many_streams_body
-from ragsite.throttles import CHAT_THROTTLES, caller_from_scope, throttle_wait, throttled_body
+from ragsite.throttles import caller_from_scope
 
-from .access import requester_of
+from .admission import Refused, admit_question
 from .contracts import TurnCancelled
 from .pipeline.events import Delta, Evidence, Finished, Started, Status
 from .pipeline.rag import GENERATION_FAILED
-from .serializers import ChatRequestInput
 from .streaming import TurnRunner
 
 logger = logging.getLogger(__name__)
@@ -116,25 +113,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     def _validate(self, body: dict):
         """(query, requester, stream slot), or the error event's fields: each question is
-        rate-limited and takes a stream slot like an SSE request."""
+        admitted like an SSE request (rate limits, validation, a stream slot)."""
         caller = caller_from_scope({**self.scope, "user": self.scope.get("user") or AnonymousUser()})
-        wait = throttle_wait(caller, CHAT_THROTTLES)
-        if wait is not None:
-            return throttled_body(wait)
-        try:
-            query = ChatRequestInput.query_from(body, user=caller.user)
-        except DomainError as exc:
-            return {"code": exc.code, "detail": str(exc.message)}
-        slot = acquire_stream_slot(caller)
-        if slot is None:
-            return too_many_streams_body()
-        try:
-            # Runs in a worker thread: claiming a session saves it.
-            requester = requester_of(user=caller.user, session=self.scope.get("session"), claim_session=True)
-        except BaseException:
-            slot.release()
-            raise
-        return query, requester, slot
+        admission = admit_question(caller=caller, body=body, session=self.scope.get("session"))
+        if isinstance(admission, Refused):
+            return dict(admission.body)
+        return admission.query, admission.requester, admission.slot
 
     async def _cancel_turn(self) -> None:
         if self.runner is not None:

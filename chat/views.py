@@ -28,12 +28,11 @@ from rest_framework.views import APIView
 
 from ragsite.api import error_payload
 from ragsite.authentication import SessionAuthentication
-from ragsite.errors import DomainError
 from ragsite.openapi import error_responses
-from ragsite.limits import acquire_stream_slot, too_many_streams_body
-from ragsite.throttles import CHAT_THROTTLES, retry_after, throttle_wait, throttled_body
+from ragsite.throttles import CHAT_THROTTLES
 
 from . import selectors, sse
+from .admission import Refused, admit_question
 from .access import access_conversation, requester_of
 from .contracts import GenerationFailed, Requester, TurnCancelled
 from .pipeline.events import Delta, Evidence, Finished, Started, Status
@@ -106,7 +105,8 @@ async def chat_stream(request: HttpRequest):
 
 def _prepare_request(request: HttpRequest):
     """(query, requester, stream slot), or the JSON error response; in this order: body size,
-    authentication (CSRF), rate limits, validation, concurrent streams."""
+    authentication (CSRF), JSON, then the streaming transports' admission (rate limits,
+    validation, concurrent streams)."""
     try:
         raw = request.body  # read before DRF's CSRF check parses the request (Django keeps it then)
     except RequestDataTooBig:
@@ -115,29 +115,19 @@ def _prepare_request(request: HttpRequest):
     if failure is not None:
         return failure
     request.user = user
-    wait = throttle_wait(request, CHAT_THROTTLES)
-    if wait is not None:
-        response = _json(throttled_body(wait), 429)
-        response["Retry-After"] = str(retry_after(wait))
-        return response
     try:
         body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):
         return _json({"code": "invalid_json", "detail": _("请求体不是合法的 JSON。")}, 400)
     if not isinstance(body, dict):
         return _json({"code": "invalid_json", "detail": _("请求体必须是 JSON 对象。")}, 400)
-    try:
-        query = ChatRequestInput.query_from(body, user=user)
-    except DomainError as exc:
-        return _error_json(exc)
-    slot = acquire_stream_slot(request)
-    if slot is None:
-        return _json(too_many_streams_body(), 429)
-    try:
-        return query, requester_for(request, claim_session=True), slot
-    except BaseException:
-        slot.release()
-        raise
+    admission = admit_question(caller=request, body=body, session=request.session)
+    if isinstance(admission, Refused):
+        response = _json(admission.body, admission.status)
+        if admission.retry_after is not None:
+            response["Retry-After"] = str(admission.retry_after)
+        return response
+    return admission.query, admission.requester, admission.slot
 
 
 async def _ui_message_stream(runner: TurnRunner, preface, slot):

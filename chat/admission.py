@@ -1,0 +1,53 @@
+"""Letting one question in on a streaming transport (the SSE view and the WebSocket consumer).
+
+The same steps in the same order on both: rate limits, validation, a concurrent-stream slot,
+then who asks. Runs in a worker thread: claiming an anonymous reader's session saves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragsite.api import error_payload
+from ragsite.errors import DomainError
+from ragsite.limits import StreamSlot, acquire_stream_slot, too_many_streams_body
+from ragsite.throttles import CHAT_THROTTLES, retry_after, throttle_wait, throttled_body
+
+from .access import requester_of
+from .contracts import ChatQuery, Requester
+from .serializers import ChatRequestInput
+
+
+@dataclass(frozen=True)
+class Admitted:
+    query: ChatQuery
+    requester: Requester
+    slot: StreamSlot  # the transport releases it when its stream ends
+
+
+@dataclass(frozen=True)
+class Refused:
+    status: int
+    body: dict  # the API's error shape: code, detail and the error's own fields
+    retry_after: int | None = None
+
+
+def admit_question(*, caller, body: dict, session) -> Admitted | Refused:
+    """`caller`: the request, or a request-like view of a WebSocket scope (`user`, `META`)."""
+    wait = throttle_wait(caller, CHAT_THROTTLES)
+    if wait is not None:
+        return Refused(429, throttled_body(wait), retry_after(wait))
+    try:
+        query = ChatRequestInput.query_from(body, user=caller.user)
+    except DomainError as exc:
+        status, payload = error_payload(exc)
+        return Refused(status, payload)
+    slot = acquire_stream_slot(caller)
+    if slot is None:
+        return Refused(429, too_many_streams_body())
+    try:
+        requester = requester_of(user=caller.user, session=session, claim_session=True)
+    except BaseException:
+        slot.release()
+        raise
+    return Admitted(query=query, requester=requester, slot=slot)
