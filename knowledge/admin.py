@@ -767,7 +767,11 @@ class DocumentAssetAdmin(KnowledgeScopedAdmin):
             raise Http404(str(error.message)) from error
         if not self.has_view_permission(request, asset):
             raise Http404
-        return FileResponse(asset.file.open("rb"), content_type="image/jpeg")
+        try:
+            handle = asset.file.open("rb")
+        except OSError as exc:  # the row exists but storage lost the bytes: a 404, not a 500
+            raise Http404(_("资源 %(id)s 的图片文件已丢失。") % {"id": asset_id}) from exc
+        return FileResponse(handle, content_type="image/jpeg")
 
     @admin.display(description=gettext_lazy("预览"))
     def preview(self, asset: DocumentAsset):

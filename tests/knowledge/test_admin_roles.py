@@ -148,3 +148,23 @@ def test_the_admin_asks_for_a_role_once_per_page_not_once_per_model(roles, djang
         assert client.get(reverse("admin:index")).status_code == 200
     with django_assert_max_num_queries(14):
         assert client.get(reverse("admin:knowledge_faq_changelist")).status_code == 200
+
+
+def test_an_image_whose_file_is_gone_is_a_404_in_the_admin(roles, media_root):
+    # given: an asset row whose bytes the storage lost
+    from django.core.files.base import ContentFile
+
+    from knowledge.models import DocumentAsset
+    from tests.conftest import make_document
+
+    mine, _, users = roles
+    asset = DocumentAsset(document=make_document(mine), sha256="cd" * 32)
+    asset.file.save("a.jpg", ContentFile(b"\xff\xd8\xff"), save=False)
+    asset.save()
+    asset.file.storage.delete(asset.file.name)
+    client = Client(raise_request_exception=False)
+    client.force_login(users["editor"])
+    # when
+    response = client.get(reverse("admin:knowledge_documentasset_image", args=[asset.pk]))
+    # then
+    assert response.status_code == 404
