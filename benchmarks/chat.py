@@ -31,7 +31,6 @@ import asyncio
 import io
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -43,7 +42,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from .common import ROOT, build_corpus, make_queries, percentile, print_table, setup_django, write_results
+from .common import ROOT, build_corpus, make_queries, percentile, print_table, setup_django, tear_down, write_results
 
 STREAM_PATH = "/api/chat/stream"
 # Not among the measured demo questions: they warm jieba, the models and the Milvus collections.
@@ -805,20 +804,8 @@ def main() -> None:
         print(f"\nwrote {path} ({results['seconds']} s; load average {results['load_average']['start']} → "
               f"{results['load_average']['end']})")
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the clean-up
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if daphne is not None:
-            daphne.stop()
-        if stop_milvus is not None:
-            stop_milvus()
-        if postgres is not None:
-            postgres.drop()
-        if scratch is not None and not args.keep_scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-        elif scratch is not None:
-            print(f"scratch kept: {scratch}")
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        tear_down(processes=[daphne], stop_milvus=stop_milvus, postgres=postgres, scratch=scratch,
+                  keep_scratch=args.keep_scratch)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import json
 import os
 import platform
 import random
+import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -215,3 +217,26 @@ def make_queries(texts: list[str], count: int, seed: int = 11) -> list[str]:
         start = rng.randrange(max(1, len(text) - 14))
         queries.append(text[start : start + rng.randint(6, 14)])
     return queries
+
+
+def tear_down(*, processes=(), stop_milvus=None, postgres=None, scratch: Path | None, keep_scratch: bool) -> None:
+    """The end of a benchmark with servers: stop them, drop the scratch database, remove the
+    scratch directory. Ctrl-C and SIGTERM are ignored meanwhile, so a second one cannot leave
+    half of it behind."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        for process in processes:
+            if process is not None:
+                process.stop()
+        if stop_milvus is not None:
+            stop_milvus()
+        if postgres is not None:
+            postgres.drop()
+        if scratch is not None and not keep_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+        elif scratch is not None:
+            print(f"scratch kept: {scratch}")
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

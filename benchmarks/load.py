@@ -52,7 +52,6 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -63,7 +62,9 @@ from collections import Counter
 from pathlib import Path
 
 from .chat import Daphne, ScratchPostgres, _cpu_seconds, _milvus_pid
-from .common import ROOT, RESULTS, chunk_text, make_queries, percentile, print_table, setup_django, write_results
+from .common import (
+    ROOT, RESULTS, chunk_text, make_queries, percentile, print_table, setup_django, tear_down, write_results,
+)
 
 STREAM_PATH = "/api/chat/stream"
 SEARCH_PATH = "/api/retrieval/search"
@@ -1148,23 +1149,10 @@ def main(argv=None) -> None:
         print(f"\nwrote {path} ({results['seconds']} s; load average {results['load_average']['start']} → "
               f"{results['load_average']['end']}; other processes share this machine)")
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the clean-up
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for process in (daphne, worker):
-            if process is not None:
-                process.stop()
-        if stop_milvus is not None:
-            stop_milvus()
         if scratch is None and os.environ.get("RAGSITE_VAR_DIR") != caller_var_dir:
             scratch = Path(os.environ["RAGSITE_VAR_DIR"])  # setup_django made it, then failed
-        if postgres is not None:
-            postgres.drop()
-        if scratch is not None and not args.keep_scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-        elif scratch is not None:
-            print(f"scratch kept: {scratch}")
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        tear_down(processes=[daphne, worker], stop_milvus=stop_milvus, postgres=postgres, scratch=scratch,
+                  keep_scratch=args.keep_scratch)
 
 
 if __name__ == "__main__":
