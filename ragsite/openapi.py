@@ -9,7 +9,7 @@ Shared ground like `ragsite.errors`: it imports no app, so every app's views may
 - 400 when it takes a body or query parameters (validation, `invalid_request` with `errors`,
   a NUL in the query: ragsite/middleware.py); 413 and 415 when it takes a body (over the size
   limit, a Content-Type it does not read);
-- 403 on writes (CSRF of session users, and roles);
+- 403 on writes (CSRF of session users, and the caller's role on the knowledge base);
 - 404 when its path names an object (and for everything you may not read: it answers 404);
 - 429 when the view is throttled.
 
@@ -28,7 +28,8 @@ from rest_framework.throttling import ScopedRateThrottle
 DESCRIPTIONS = {
     400: "Invalid request: `invalid_request` (with `errors`, per field) or a domain code.",
     401: "`authentication_failed` (wrong or expired token) or `not_authenticated`.",
-    403: "`permission_denied`, or CSRF failed for a session-authenticated write.",
+    403: "`editor_required` / `publisher_required` (the caller's role on the knowledge base), "
+         "`create_knowledge_base_denied`, `option_requires_login`, or `csrf_failed`.",
     404: "`not_found`: missing, or not readable by the caller.",
     409: "The object's state does not allow this (`invalid_state`, `conflict`, ...).",
     413: "`request_too_large` (the body is over the size limit) or an upload over its limits.",
