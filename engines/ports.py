@@ -46,6 +46,18 @@ class ProviderInputTooLarge(ProviderError):
     code = "provider_input_too_large"
 
 
+class UnembeddableText(ProviderError):
+    """The embedder cannot process these texts (`indexes` into the call's texts) and refuses
+    them from now on, e.g. a local engine died on them. Not transient: the same text fails
+    again; the other texts of the call are fine and may be sent again without them."""
+
+    code = "text_unembeddable"
+
+    def __init__(self, message: str, *, indexes: Sequence[int]) -> None:
+        super().__init__(message)
+        self.indexes = tuple(indexes)
+
+
 class VectorStoreError(Exception):
     code = "vector_store_error"
 

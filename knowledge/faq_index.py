@@ -7,16 +7,19 @@ rows as they are then, and is idempotent: it first removes every record of the F
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from django.db import transaction
 from django_tasks import task
 
-from engines.ports import FaqRecord
+from engines.ports import FaqRecord, UnembeddableText
 from engines.providers import get_embedder
 
 from .models import FAQ, KnowledgeBase
 from .vectors import store_for
+
+logger = logging.getLogger(__name__)
 
 # Record ids are faq_id * STRIDE + question index; this bounds similar questions per FAQ.
 RECORD_STRIDE = 1000
@@ -46,7 +49,16 @@ def reindex_faqs(*, kb_id: int, faq_ids: Sequence[int]) -> int:
     if not pending:
         return 0
     embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
-    vectors = embedder.embed_documents([question for _, _, question in pending])
+    try:
+        vectors = embedder.embed_documents([question for _, _, question in pending])
+    except UnembeddableText as exc:
+        # One phrasing the engine cannot take must not keep the FAQ's other phrasings (or the
+        # other FAQs of the batch) out of the index: leave it out, say so, index the rest.
+        refused = set(exc.indexes)
+        logger.error("FAQ questions %s cannot be embedded; indexing without them",
+                     [rid for i, (rid, _, _) in enumerate(pending) if i in refused])
+        pending = [item for i, item in enumerate(pending) if i not in refused]
+        vectors = embedder.embed_documents([question for _, _, question in pending]) if pending else []
     store.upsert_faqs(
         [
             FaqRecord(record_id=rid, kb_id=kb_id, faq_id=fid, question=question, vector=vector)

@@ -33,6 +33,7 @@ from engines.ports import (
     ProviderRateLimited,
     ProviderTimeout,
     ProviderUnavailable,
+    UnembeddableText,
     VectorStoreError,
     VectorStoreUnavailable,
 )
@@ -52,7 +53,8 @@ from .cleanup import (
 from .epochs import bump_for_published_documents
 from .vectors import store_for
 from .models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, KnowledgeBaseVersion
-from .parsing import ParseLimits, parse_document
+from .parsing import ParseLimits
+from .parsing.isolated import ocr_image_text, parse_document
 from .readiness import refresh_version_readiness
 from .parsing.types import ParsedImage, ParseError, ParseResult
 
@@ -214,9 +216,19 @@ def _parse_and_chunk(job: Job) -> None:
             filename=document.original_name,
             limits=parse_limits(),
             text_encoding=document.metadata.get("text_encoding"),
+            timeout=settings.RAG_PARSE_TIMEOUT_SECONDS,
         )
     except ParseError as exc:
-        raise IngestionFailed(exc.code, exc.message) from exc
+        raise IngestionFailed(exc.code, exc.message, transient=exc.transient) from exc
+    if job.parsed.ocr_timed_out_pages and job.claim.attempt < document_status.max_attempts():
+        # Some scanned pages were not read in time (a busy machine, most likely): another run
+        # may read them; the last run keeps what it read and says which pages are missing.
+        raise IngestionFailed(
+            "ocr_timeout",
+            _("第 %(pages)s 页的文字识别（OCR）超时，未能提取全部文字。")
+            % {"pages": "、".join(str(page) for page in job.parsed.ocr_timed_out_pages[:20])},
+            transient=True,
+        )
     job.timer.add("parse", started)
 
     started = time.perf_counter()
@@ -511,11 +523,9 @@ def _caption_images(parsed: ParseResult, drafts) -> dict[str, str]:
 def _ocr_image(image: ParsedImage) -> str:
     if not settings.RAG_OCR_ENABLED:
         return ""
-    # Loaded on first use: the OCR engine (onnxruntime and its models) costs seconds to import,
-    # and most documents have no image to read.
-    from .parsing.ocr import ocr_image_text
-
-    return ocr_image_text(image.jpeg, seconds=settings.RAG_OCR_SECONDS_PER_PAGE)
+    seconds = settings.RAG_OCR_SECONDS_PER_PAGE
+    # The sandbox's deadline only catches a hung engine; OCR keeps to `seconds` itself.
+    return ocr_image_text(image.jpeg, seconds=seconds, timeout=seconds * 3 + 30)
 
 
 def _image_chunk_content(draft, captions: dict[str, str]) -> str:
@@ -530,6 +540,13 @@ def _embed(embedder, contents: list[str], kb: KnowledgeBase) -> list[list[float]
     try:
         for start in range(0, len(contents), EMBED_BATCH):
             vectors.extend(embedder.embed_documents(contents[start : start + EMBED_BATCH]))
+    except UnembeddableText as exc:
+        # Refused from now on, so a re-run of the batch document by document finds whose text
+        # it is without the engine dying again.
+        raise IngestionFailed(
+            "text_unembeddable",
+            _("文档中有向量模型无法处理的文字（处理时向量引擎异常退出），已停止处理该文档。请检查或修改文档内容后重新上传。"),
+        ) from exc
     except ProviderError as exc:
         raise IngestionFailed(
             "embedding_failed", _("向量化失败：%(error)s。请稍后重试。") % {"error": exc},

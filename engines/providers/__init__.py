@@ -11,7 +11,8 @@ with the KB's recorded values. The local models ("local-e5-small-v1", semantic, 
 the local provider; "local-hash-lexical-v1", lexical) are served locally whatever the provider,
 so knowledge bases built offline keep working after switching to a remote provider; a remote
 model while RAG_PROVIDER is "local" is ImproperlyConfigured. RAG_LOCAL_EMBEDDING_THREADS and
-RAG_LOCAL_EMBEDDING_BATCH_SIZE tune the e5 engine.
+RAG_LOCAL_EMBEDDING_BATCH_SIZE tune the e5 engine, RAG_LOCAL_EMBEDDING_TIMEOUT_SECONDS bounds one call to
+it and RAG_LOCAL_EMBEDDING_ENGINE names the module its sandboxed child runs.
 
 Adapters are cached per configuration (thread-safe); changing settings (e.g. in tests) yields
 new instances, `clear_provider_cache()` drops them all.
@@ -31,6 +32,7 @@ from django.core.exceptions import ImproperlyConfigured
 from engines.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker
 from engines.providers._common import ConnectionSettings
 from engines.providers.e5 import E5_EMBEDDING_MODEL, LocalE5Embedder
+from engines.providers.e5 import ENGINE_MODULE as E5_ENGINE_MODULE
 from engines.providers.local import (
     LOCAL_EMBEDDING_MODEL,
     ExtractiveChatModel,
@@ -144,10 +146,15 @@ def get_embedder(model: str | None = None, dimension: int | None = None) -> Embe
     if model == E5_EMBEDDING_MODEL:
         threads = int(_setting("RAG_LOCAL_EMBEDDING_THREADS", 0)) or None
         batch_size = int(_setting("RAG_LOCAL_EMBEDDING_BATCH_SIZE", 16))
+        timeout = float(_setting("RAG_LOCAL_EMBEDDING_TIMEOUT_SECONDS", 120.0))
+        engine = _setting("RAG_LOCAL_EMBEDDING_ENGINE") or E5_ENGINE_MODULE
         try:
             return _cached(
-                ("embedder", "local", model, dimension, threads, batch_size),
-                lambda: LocalE5Embedder(dimension=dimension, threads=threads, batch_size=batch_size),
+                ("embedder", "local", model, dimension, threads, batch_size, timeout, engine),
+                lambda: LocalE5Embedder(
+                    dimension=dimension, threads=threads, batch_size=batch_size, timeout=timeout,
+                    engine_module=engine,
+                ),
             )
         except ValueError as exc:
             raise ImproperlyConfigured(str(exc)) from exc

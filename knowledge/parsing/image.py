@@ -32,7 +32,9 @@ def parse_image(data: bytes, *, limits: ParseLimits) -> ParseResult:
             for paragraph in ocr.group_paragraphs(lines)
         ]
     if not any(paragraphs):
-        raise ParseError("no_text", _no_text_message(limits, timed_out=bool(warnings)))
+        if warnings:  # OCR ran out of time: says nothing about the image, worth another run
+            raise ParseError("ocr_timeout", _no_text_message(limits, timed_out=True), transient=True)
+        raise ParseError("no_text", _no_text_message(limits, timed_out=False))
     ocr_text = "\n".join(paragraphs)
     jpeg = image_to_jpeg(image, limits=limits)
     parsed_image = ParsedImage(

@@ -80,9 +80,19 @@ class _OcrBudget:
     disabled: list[int] = field(default_factory=list)
     over_budget: list[int] = field(default_factory=list)
     timed_out: list[int] = field(default_factory=list)
+    after_timeouts: list[int] = field(default_factory=list)
 
     def allows(self) -> bool:
-        return self.pages_done < self.max_pages and self.consecutive_timeouts < MAX_OCR_TIMEOUTS
+        return self.pages_done < self.max_pages and not self.gave_up
+
+    @property
+    def gave_up(self) -> bool:
+        return self.consecutive_timeouts >= MAX_OCR_TIMEOUTS
+
+    @property
+    def unread_for_time(self) -> list[int]:
+        """Pages OCR did not finish reading in time, or gave up on after repeated timeouts."""
+        return sorted(self.timed_out + self.after_timeouts)
 
     def warnings(self) -> list[str]:
         out: list[str] = []
@@ -94,6 +104,8 @@ class _OcrBudget:
             out.append(f"{_pages(self.over_budget)}没有文字层，超出 OCR 页数或时间预算，未识别。")
         if self.timed_out:
             out.append(f"{_pages(self.timed_out)} OCR 超时（每页 {self.seconds:.0f} 秒），已跳过。")
+        if self.after_timeouts:
+            out.append(f"{_pages(self.after_timeouts)}因前面的页面连续 OCR 超时，未识别。")
         return out
 
 
@@ -181,6 +193,15 @@ def _parse_open_document(document: pdfium.PdfDocument, *, limits: ParseLimits) -
     _drop_running_lines(pages)
     blocks = _build_blocks(pages)
     if not any(block.kind == "text" and block.text for block in blocks):
+        if budget.unread_for_time:
+            # Not "no text": OCR did not get to finish, which on a busy machine says nothing
+            # about the file. Worth another run later.
+            raise ParseError(
+                "ocr_timeout",
+                f"PDF 没有文字层，{_pages(budget.unread_for_time)}的文字识别（OCR）超时"
+                f"（每页 {budget.seconds:.0f} 秒），未能提取文字。",
+                transient=True,
+            )
         raise ParseError("no_text", _no_text_message(limits))
     return ParseResult(
         blocks=blocks,
@@ -189,6 +210,7 @@ def _parse_open_document(document: pdfium.PdfDocument, *, limits: ParseLimits) -
         title=_title(document),
         warnings=warnings,
         ocr_pages=ocr_pages,
+        ocr_timed_out_pages=budget.unread_for_time,
     )
 
 
@@ -274,7 +296,7 @@ def _ocr_page(page: pdfium.PdfPage, number: int, budget: _OcrBudget) -> list[_Li
         budget.disabled.append(number)
         return []
     if not budget.allows():
-        budget.over_budget.append(number)
+        (budget.after_timeouts if budget.gave_up else budget.over_budget).append(number)
         return []
     width, height = page.get_size()
     scale = min(OCR_DPI / 72, MAX_RENDER_SIDE_PX / max(width, height, 1))

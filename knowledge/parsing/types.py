@@ -85,12 +85,27 @@ class ParseResult:
     title: str | None = None
     warnings: list[str] = field(default_factory=list)
     ocr_pages: list[int] = field(default_factory=list)
+    # Pages left unread because OCR ran out of time (not because they hold no text): another
+    # run on a quieter machine may read them.
+    ocr_timed_out_pages: list[int] = field(default_factory=list)
 
 
 class ParseError(Exception):
-    """A document that cannot be parsed; `code` is stable, the message is shown to staff."""
+    """A document that cannot be parsed; `code` is stable, the message is shown to staff.
 
-    def __init__(self, code: str, message: str) -> None:
+    `transient`: the file may be fine and the machine was not (OCR ran out of time on a busy
+    machine): worth another try later, unlike a file that is broken or empty."""
+
+    def __init__(self, code: str, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.transient = transient
+
+    def __reduce__(self):
+        # Parsing runs in a child process: the error must come back with its code.
+        return (_parse_error, (self.code, self.message, self.transient))
+
+
+def _parse_error(code: str, message: str, transient: bool) -> ParseError:
+    return ParseError(code, message, transient=transient)

@@ -288,6 +288,10 @@ RAG_EMBEDDING_DIMENSION = env.int(
 # The local e5 embedder: CPU threads (empty = all cores) and passages per engine call.
 RAG_LOCAL_EMBEDDING_THREADS = env.int("RAG_LOCAL_EMBEDDING_THREADS", default=0)
 RAG_LOCAL_EMBEDDING_BATCH_SIZE = env.int("RAG_LOCAL_EMBEDDING_BATCH_SIZE", default=16)
+# The engine runs in a child process of its own (engines/sandbox.py): the longest one call may
+# take before the child is killed and the call fails as a timeout, and the module the child runs.
+RAG_LOCAL_EMBEDDING_TIMEOUT_SECONDS = env.float("RAG_LOCAL_EMBEDDING_TIMEOUT_SECONDS", default=120.0)
+RAG_LOCAL_EMBEDDING_ENGINE = env("RAG_LOCAL_EMBEDDING_ENGINE", default="engines.providers.e5_engine")
 MILVUS_URI = env("MILVUS_URI", default=str(VAR_DIR / "milvus" / "ragsite.db"))
 MILVUS_TOKEN = env("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION_PREFIX = env("MILVUS_COLLECTION_PREFIX", default="ragsite")
@@ -338,6 +342,9 @@ RAG_MAX_SHEET_ROWS = env.int("RAG_MAX_SHEET_ROWS", default=200_000)
 RAG_PARSE_MAX_MEMBER_BYTES = env.int("RAG_PARSE_MAX_MEMBER_BYTES", default=100 * 1024 * 1024)
 RAG_OCR_ENABLED = env.bool("RAG_OCR_ENABLED", default=True)
 RAG_OCR_SECONDS_PER_PAGE = env.float("RAG_OCR_SECONDS_PER_PAGE", default=20.0)
+# Parsing runs in a child process (knowledge/parsing/isolated.py); one document's parse, OCR
+# included, may take this long before the child is killed and the document retried later.
+RAG_PARSE_TIMEOUT_SECONDS = env.float("RAG_PARSE_TIMEOUT_SECONDS", default=1800.0)
 RAG_MAX_OCR_IMAGES_PER_DOCUMENT = env.int("RAG_MAX_OCR_IMAGES_PER_DOCUMENT", default=20)
 # A run holds a lease on its document that its heartbeat extends every third of it; a document
 # whose lease expired (its worker died) is re-queued by any worker's sweep, at most
