@@ -96,13 +96,13 @@ HOSTILE_MD = f"""# 访客登记制度
 
 访客登记处的联系电话为 8001，<a href="javascript:{TRAP}">点击查看</a> {JS_LINK}。
 
-## 访客须知
-
-访客须知{BIDI}txt.exe\u202c：访客不得进入机房\x07\x1b[31m，违者取消登记。
-
 ## 打印客户端
 
 {LINKS_LINE}
+
+## 访客须知
+
+访客须知{BIDI}txt.exe\u202c：访客不得进入机房\x07\x1b[31m，违者取消登记。
 
 {LONG_LINE}
 """
