@@ -29,8 +29,11 @@ from django.db.backends.postgresql.base import DatabaseWrapper
 from rest_framework.authtoken.models import Token
 from websockets.sync.client import connect
 
+from chat import sse
+from chat.views import _stable_message
 from ragsite.api import error_payload
-from ragsite.errors import is_saturation
+from ragsite.errors import is_saturation, server_busy
+from retrieval.contracts import FactsUnavailable
 from tests.chat.conftest import FAQ_ANSWER, FAQ_QUESTION, RAG_QUESTION, post_stream, text_of, ws_url
 from tests.live import daphne_server
 
@@ -122,6 +125,22 @@ def test_other_connection_failures_are_not_server_busy(django_db_blocker):
     # then
     assert not is_saturation(error)
     assert error_payload(error) is None
+
+
+def test_a_stream_that_already_started_ends_with_a_stable_busy_error_part(django_db_blocker):
+    # given: the database refusing a connection for lack of a slot, wrapped as retrieval wraps it
+    with refusing_listener("sorry, too many clients already") as port:
+        refused = django_connect_error(port, django_db_blocker)
+    try:
+        raise FactsUnavailable("知识库事实数据暂时无法读取，请稍后重试。") from refused
+    except FactsUnavailable as exc:
+        wrapped = exc
+    # when: the SSE stream has to end after its first parts
+    parts = sse.error(_stable_message(wrapped), text_open=True)
+    # then: the AI SDK's error part (a message only), saying the server is busy, then [DONE]
+    error = json.loads(parts[1].removeprefix(b"data: "))
+    assert error == {"type": "error", "errorText": server_busy().message}
+    assert parts[-1] == sse.DONE
 
 
 # --- a real server on a role whose connections are used up ----------------------------------------
