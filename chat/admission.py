@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ragsite.api import error_payload
 from ragsite.errors import DomainError
 from ragsite.limits import StreamSlot, acquire_stream_slot, too_many_streams_body
-from ragsite.throttles import CHAT_THROTTLES, retry_after, throttle_wait, throttled_body
+from ragsite.throttles import CHAT_THROTTLES, throttle_wait, throttled_body
 
 from .access import requester_of
 from .contracts import ChatQuery, Requester
@@ -28,15 +28,14 @@ class Admitted:
 @dataclass(frozen=True)
 class Refused:
     status: int
-    body: dict  # the API's error shape: code, detail and the error's own fields
-    retry_after: int | None = None
+    body: dict  # the API's error shape: code, detail and the error's own fields (`retry_after`)
 
 
 def admit_question(*, caller, body: dict, session) -> Admitted | Refused:
     """`caller`: the request, or a request-like view of a WebSocket scope (`user`, `META`)."""
     wait = throttle_wait(caller, CHAT_THROTTLES)
     if wait is not None:
-        return Refused(429, throttled_body(wait), retry_after(wait))
+        return Refused(429, throttled_body(wait))
     try:
         query = ChatRequestInput.query_from(body, user=caller.user)
     except DomainError as exc:

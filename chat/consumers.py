@@ -65,7 +65,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     # --- one turn ---------------------------------------------------------------------------
 
     async def _run_turn(self, body: dict) -> None:
-        prepared = await sync_to_async(self._validate)(body)
+        try:
+            prepared = await sync_to_async(self._validate)(body)
+        except Exception as exc:  # noqa: BLE001 — the turn ends with an error event, the socket stays
+            await self._turn_error(exc, session_id="", trace_id="")
+            return
         if isinstance(prepared, dict):
             await self._error(prepared.pop("detail"), **prepared)
             return
@@ -135,14 +139,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                                   "code": "cancelled", "error": _("已停止回答。")})
             return
         known = error_payload(exc)
+        extra = {}
         if known is not None:
             _status, body = known
             message, code = body["detail"], body["code"]
+            if "retry_after" in body:  # too busy: when to ask again
+                extra["retry_after"] = body["retry_after"]
         else:
-            logger.error("chat turn failed: %s", type(exc).__name__)
+            logger.error("chat turn failed: %s", type(exc).__name__, exc_info=exc)
             message, code = _(GENERATION_FAILED), "internal_error"
         await self.send_json({"type": "error", "session_id": session_id, "trace_id": trace_id,
-                              "code": code, "error": message})
+                              "code": code, "error": message, **extra})
 
     async def _error(self, message: str, *, code: str, **extra) -> None:
         await self.send_json({"type": "error", "session_id": "", "trace_id": "", "code": code, "error": message, **extra})

@@ -84,7 +84,10 @@ def chat_page(request: HttpRequest) -> HttpResponse:
     kbs = readable_knowledge_bases(request.user).select_related("active_version").order_by("name", "pk")
     config = {
         "knowledge_bases": [
-            {"id": kb.slug, "name": kb.name, "published": kb.active_version_id is not None} for kb in kbs
+            {"id": kb.slug, "name": kb.name, "published": kb.active_version_id is not None,
+             # Hosts whose links stay clickable in this knowledge base's answers (knowledge/links.py).
+             "link_hosts": list(kb.link_hosts)}
+            for kb in kbs
         ],
         "csrf_token": get_token(request),
         "csrf_cookie_name": settings.CSRF_COOKIE_NAME,

@@ -26,7 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ragsite.api import error_payload
+from ragsite.api import error_payload, retry_after_headers
 from ragsite.authentication import SessionAuthentication
 from ragsite.openapi import error_responses
 from ragsite.throttles import CHAT_THROTTLES
@@ -123,10 +123,7 @@ def _prepare_request(request: HttpRequest):
         return _json({"code": "invalid_json", "detail": _("请求体必须是 JSON 对象。")}, 400)
     admission = admit_question(caller=request, body=body, session=request.session)
     if isinstance(admission, Refused):
-        response = _json(admission.body, admission.status)
-        if admission.retry_after is not None:
-            response["Retry-After"] = str(admission.retry_after)
-        return response
+        return _json(admission.body, admission.status)
     return admission.query, admission.requester, admission.slot
 
 
@@ -168,8 +165,13 @@ async def _ui_message_stream(runner: TurnRunner, preface, slot):
 
 
 def _stable_message(exc: BaseException) -> str:
+    """The `error` part's text: the AI SDK part carries a message only, so an error the API
+    knows (too busy, storage unavailable) says its own stable detail."""
     if isinstance(exc, GenerationFailed):
         return str(exc.message)
+    known = error_payload(exc)
+    if known is not None:
+        return known[1]["detail"]
     if not isinstance(exc, TurnCancelled):
         logger.error("chat stream failed after it started: %s", type(exc).__name__)
     return _(GENERATION_FAILED)
@@ -179,7 +181,10 @@ def _stable_message(exc: BaseException) -> str:
 
 
 def _json(payload: dict, status: int) -> JsonResponse:
-    return JsonResponse(payload, status=status, json_dumps_params={"ensure_ascii": False})
+    response = JsonResponse(payload, status=status, json_dumps_params={"ensure_ascii": False})
+    for name, value in retry_after_headers(payload).items():
+        response[name] = value
+    return response
 
 
 def _error_json(exc: BaseException) -> JsonResponse:

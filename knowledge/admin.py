@@ -105,6 +105,7 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
     fieldsets = [
         (None, {"fields": ["slug", "name", "description", "support_contact"]}),
         (gettext_lazy("访问控制"), {"fields": ["visibility", "allowed_groups", "editor_groups", "publisher_groups"]}),
+        (gettext_lazy("回答中的链接"), {"fields": ["link_allowed_hosts"]}),
         (gettext_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model", "embedding_dimension", "text_analysis"]}),
         (gettext_lazy("检索词典"), {"fields": ["custom_terms"]}),
         (gettext_lazy("上线检查"), {"fields": ["release_max_regression_points"]}),
@@ -127,7 +128,8 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
         if obj is not None:
             fields += ["slug", "chunk_size_tokens", "chunk_overlap_tokens"]
             if not self.holds(request, obj, Role.PUBLISHER):
-                fields += ["visibility", "allowed_groups", "editor_groups", "publisher_groups", "release_max_regression_points"]
+                fields += ["visibility", "allowed_groups", "editor_groups", "publisher_groups", "release_max_regression_points",
+                           "link_allowed_hosts"]
         return fields
 
     def get_form(self, request, obj=None, **kwargs):
@@ -181,6 +183,7 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
                 kb=obj, actor=request.user, name=obj.name, description=obj.description,
                 visibility=obj.visibility, support_contact=obj.support_contact,
                 custom_terms=obj.custom_terms, release_max_regression_points=obj.release_max_regression_points,
+                link_allowed_hosts=obj.link_allowed_hosts.splitlines(),
             )
             return
         kb = services.create_knowledge_base(
@@ -189,7 +192,8 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
             editor_groups=form.cleaned_data.get("editor_groups", []),
             publisher_groups=form.cleaned_data.get("publisher_groups", []),
             support_contact=obj.support_contact, chunk_size_tokens=obj.chunk_size_tokens,
-            chunk_overlap_tokens=obj.chunk_overlap_tokens, custom_terms=obj.custom_terms, actor=request.user,
+            chunk_overlap_tokens=obj.chunk_overlap_tokens, custom_terms=obj.custom_terms,
+            link_allowed_hosts=obj.link_allowed_hosts.splitlines(), actor=request.user,
         )
         if obj.release_max_regression_points is not None:
             services.update_knowledge_base(kb=kb, actor=request.user,

@@ -19,6 +19,8 @@ from django.utils.translation import gettext_lazy as _
 
 from engines.analysis import parse_terms
 
+from .links import parse_link_hosts, validate_link_hosts
+
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$",
     _("只能包含小写字母、数字和连字符，且不能以连字符开头或结尾。"),
@@ -74,6 +76,13 @@ class KnowledgeBase(models.Model):
         _("人工支持联系方式"), max_length=200, blank=True,
         help_text=_("知识库无法回答时提示用户联系的人或渠道。"),
     )
+    # Links in answers (from documents, FAQs, the models quoting them) are shown as text with
+    # their whole address; only these hosts' links stay clickable (knowledge/links.py).
+    link_allowed_hosts = models.TextField(
+        _("可点击链接的域名"), blank=True, default="", validators=[validate_link_hosts],
+        help_text=_("回答中来自文档的链接默认只显示为文字（完整地址可见）、不可点击；只有这里列出的域名的链接"
+                    "保持可点击。每行一个域名，如 docs.example.com；*.example.com 表示其下所有子域名。"),
+    )
     release_max_regression_points = models.FloatField(
         _("上线检查：允许的最大退步（百分点）"), null=True, blank=True,
         validators=[MinValueValidator(0.0)],
@@ -102,6 +111,11 @@ class KnowledgeBase(models.Model):
     @property
     def dictionary_terms(self) -> tuple[str, ...]:
         return parse_terms(self.custom_terms)
+
+    @property
+    def link_hosts(self) -> tuple[str, ...]:
+        """The allow list as it is matched (knowledge/links.py)."""
+        return parse_link_hosts(self.link_allowed_hosts)
 
 
 class VersionStatus(models.TextChoices):

@@ -29,6 +29,7 @@ from . import epochs, events
 from .cleanup import schedule_knowledge_base_purge, schedule_purge
 from .faq_index import schedule_faq_reindex
 from .ingestion import queue_documents
+from .links import normalise_link_hosts
 # mark_version_ready / refresh_version_readiness are part of this module's write API too.
 from .release_gate import blocking_reason, release_gate
 from .readiness import mark_version_ready, refresh_readiness_after_commit, refresh_version_readiness  # noqa: F401
@@ -72,8 +73,10 @@ def create_knowledge_base(
     embedding_model: str | None = None,
     embedding_dimension: int | None = None,
     custom_terms: str = "",
+    link_allowed_hosts: Sequence[str] = (),
 ) -> KnowledgeBase:
     """`embedding_model` unset: the deployment's default (RAG_EMBEDDING_MODEL).
+    `link_allowed_hosts`: the hosts whose links stay clickable in answers (knowledge/links.py).
 
     A creator who is not a superuser must be in one of the publisher groups: otherwise nobody
     but a superuser could ever publish the new knowledge base, the creator included."""
@@ -101,6 +104,7 @@ def create_knowledge_base(
         embedding_model=model,
         embedding_dimension=dimension,
         custom_terms=custom_terms,
+        link_allowed_hosts=_link_hosts_text(link_allowed_hosts),
         created_by=_user_or_none(actor),
     )
     _validate_model(kb)
@@ -127,9 +131,12 @@ def update_knowledge_base(
     support_contact: str | None = None,
     custom_terms: str | None = None,
     release_max_regression_points: float | None | object = UNCHANGED,
+    link_allowed_hosts: Sequence[str] | None = None,
 ) -> KnowledgeBase:
-    """Edit presentation, access settings, the dictionary and the release-check limit (None:
-    show the check, never block). The embedding space and the text analysis never change after
+    """Edit presentation, access settings, the dictionary, the release-check limit (None:
+    show the check, never block) and the hosts whose links stay clickable in answers (they
+    apply to answers given from then on; stored answers keep the text they were given with).
+    The embedding space and the text analysis never change after
     creation. A new dictionary applies to questions at once and to indexed chunks after
     `schedule_reanalysis`."""
     kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
@@ -141,6 +148,8 @@ def update_knowledge_base(
             setattr(kb, attribute, value)
     if release_max_regression_points is not UNCHANGED:
         kb.release_max_regression_points = release_max_regression_points
+    if link_allowed_hosts is not None:
+        kb.link_allowed_hosts = _link_hosts_text(link_allowed_hosts)
     _validate_model(kb)
     kb.save()
     if allowed_groups is not None:
@@ -739,6 +748,14 @@ def _faq_changed(*, kb_id: int, faq_ids: Sequence[int]) -> None:
 @transaction.atomic
 def invalidate_cache(*, kb: KnowledgeBase, actor: Actor) -> int:
     return epochs.bump_epoch(kb_id=kb.pk)
+
+
+def _link_hosts_text(entries: Sequence[str]) -> str:
+    try:
+        return normalise_link_hosts(entries)
+    except DjangoValidationError as exc:
+        raise ValidationFailed(exc.messages[0], code="invalid_link_host",
+                               errors={"link_allowed_hosts": exc.messages}) from exc
 
 
 def _validate_model(instance) -> None:

@@ -11,14 +11,19 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from ragsite.errors import DomainError
+from ragsite.errors import DomainError, is_saturation, server_busy
 from ragsite.throttles import retry_after, throttled_body
 from retrieval.contracts import RetrievalError
 
 
 def error_payload(exc: BaseException) -> tuple[int, dict] | None:
     """(status, body) of a domain or retrieval error, the same for DRF views and for the
-    transports that are not DRF views (the SSE stream, the WebSocket consumer); None otherwise."""
+    transports that are not DRF views (the SSE stream, the WebSocket consumer, the error
+    middleware); None otherwise. Being too busy comes first, whichever error carries it (a
+    database error as it is, or wrapped by a layer that could not read its facts): 503
+    `server_busy` with `retry_after`."""
+    if is_saturation(exc):
+        exc = server_busy()
     if isinstance(exc, RetrievalError):
         return exc.http_status, {
             "code": exc.code,
@@ -32,11 +37,17 @@ def error_payload(exc: BaseException) -> tuple[int, dict] | None:
     return None
 
 
+def retry_after_headers(body: dict) -> dict[str, str]:
+    """`Retry-After` for an error body that says when to retry (`throttled`, `server_busy`)."""
+    seconds = body.get("retry_after")
+    return {"Retry-After": str(seconds)} if seconds is not None else {}
+
+
 def exception_handler(exc, context):
     known = error_payload(exc)
     if known is not None:
         status_code, body = known
-        return Response(body, status=status_code)
+        return Response(body, status=status_code, headers=retry_after_headers(body))
     if isinstance(exc, RequestDataTooBig):
         return Response({"code": "request_too_large", "detail": _("请求体过大。")}, status=413)
     if isinstance(exc, TooManyFilesSent):  # the multipart parser stopped at the first file too many

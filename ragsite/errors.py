@@ -6,7 +6,12 @@ default, translated through Django i18n). Views never build error payloads thems
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError as DjangoDatabaseError
+from django.utils.translation import gettext as _
 
 
 class DomainError(Exception):
@@ -51,3 +56,44 @@ class InvalidTransition(DomainError):
 class ServiceUnavailable(DomainError):
     code = "service_unavailable"
     http_status = 503
+
+
+class ServerBusy(ServiceUnavailable):
+    """Too busy right now (the database has no connection left for us): the same request may
+    well succeed in a few seconds, which `retry_after` says. Not a failure of the request."""
+
+    code = "server_busy"
+
+
+# PostgreSQL's too_many_connections (SQLSTATE 53300): the server-wide max_connections, a role's
+# or a database's CONNECTION LIMIT, the slots reserved for superusers. PostgreSQL refuses those
+# at connect time, and for a failed connect libpq hands the driver the server's message only, no
+# SQLSTATE (psycopg's `sqlstate` is None then): such errors are recognised by the messages
+# PostgreSQL writes for 53300 (in English; a server whose lc_messages is another language is
+# recognised by SQLSTATE only, where a driver reports one).
+TOO_MANY_CONNECTIONS = "53300"
+_TOO_MANY_CONNECTIONS_MESSAGES = re.compile(
+    r"sorry, too many clients already"
+    r"|too many connections for (?:role|database) "
+    r"|remaining connection slots are reserved for"
+)
+
+
+def is_saturation(exc: BaseException | None) -> bool:
+    """Whether `exc`, or an error it was raised from (a domain error wrapping a database error,
+    say), says the database has no connection left."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if getattr(exc, "sqlstate", None) == TOO_MANY_CONNECTIONS:
+            return True
+        from_database = isinstance(exc, DjangoDatabaseError) or type(exc).__module__.startswith("psycopg")
+        if from_database and _TOO_MANY_CONNECTIONS_MESSAGES.search(str(exc)):
+            return True
+        exc = exc.__cause__ if exc.__cause__ is not None else (None if exc.__suppress_context__ else exc.__context__)
+    return False
+
+
+def server_busy() -> ServerBusy:
+    seconds = int(settings.RAG_BUSY_RETRY_AFTER_SECONDS)
+    return ServerBusy(_("服务器繁忙，请 %(n)s 秒后重试。") % {"n": seconds}, retry_after=seconds)

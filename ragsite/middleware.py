@@ -1,6 +1,7 @@
-"""Refuse a NUL character in the URL before any view sees it.
+"""Site-wide guards: a NUL character in the URL is refused before any view sees it, and a view
+that found the server too busy answers 503.
 
-PostgreSQL text cannot hold one: `/api/knowledge-bases/a%00b/` or `?knowledge_base_id=a%00b`
+PostgreSQL text cannot hold a NUL: `/api/knowledge-bases/a%00b/` or `?knowledge_base_id=a%00b`
 reached a query and failed there (a 500 on PostgreSQL, a plain miss on SQLite). Bodies are the
 serializers' (DRF's CharField refuses NUL); the path and the query string are checked here, for
 every view (API, pages, the SSE stream).
@@ -10,8 +11,11 @@ from __future__ import annotations
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import JsonResponse
+from django.utils.deprecation import MiddlewareMixin
 from django.utils.translation import gettext as _
 from rest_framework import exceptions
+
+from .views import busy_response
 
 
 def nul_refusal(request) -> JsonResponse | None:
@@ -43,3 +47,13 @@ class RejectNulMiddleware:
 
     async def __acall__(self, request):
         return nul_refusal(request) or await self.get_response(request)
+
+
+class ServerBusyMiddleware(MiddlewareMixin):
+    """A view that found the server too busy (the database out of connections) answers 503 with
+    Retry-After, not 500 (nor, under DEBUG, the debug page): DRF views map it in their
+    exception handler, this catches it for the others (the SSE stream before it starts, the chat
+    page, the admin). Errors raised outside views reach `handler500`, which maps them the same."""
+
+    def process_exception(self, request, exception):
+        return busy_response(request, exception)

@@ -11,7 +11,8 @@ Shared ground like `ragsite.errors`: it imports no app, so every app's views may
   limit, a Content-Type it does not read);
 - 403 on writes (CSRF of session users, and the caller's role on the knowledge base);
 - 404 when its path names an object (and for everything you may not read: it answers 404);
-- 429 when the view is throttled.
+- 429 when the view is throttled;
+- 503 everywhere: `server_busy` (the database has no connection left; retry after `Retry-After`).
 
 Views add what only they can answer (409 state conflicts, 422, 502/503 degradations) with
 `error_responses(...)` in their `extend_schema(responses=...)`.
@@ -37,7 +38,8 @@ DESCRIPTIONS = {
     422: "The object exists but this representation cannot be produced.",
     429: "`throttled`: too many requests; retry after the `Retry-After` header.",
     502: "The model provider failed.",
-    503: "A backing service (database, vector store, model) is unavailable.",
+    503: "`server_busy`: too busy right now, retry after the `Retry-After` header; or a backing "
+         "service (database, vector store, model) is unavailable.",
 }
 
 
@@ -63,7 +65,9 @@ class ErrorOutput(serializers.Serializer):
         child=serializers.CharField(), required=False,
         help_text="`option_requires_login` only: the options an anonymous caller may not set.",
     )
-    retry_after = serializers.IntegerField(required=False, help_text="`throttled` only: seconds to wait.")
+    retry_after = serializers.IntegerField(
+        required=False, help_text="`throttled` and `server_busy` only: seconds to wait (as `Retry-After`).",
+    )
 
     class Meta:
         ref_name = "Error"
@@ -132,7 +136,7 @@ class AutoSchema(SpectacularAutoSchema):
         if operation is None:
             return None
         parameters = operation.get("parameters", [])
-        statuses = {401}
+        statuses = {401, 503}
         # Any query parameter can be refused (a page's limit with a NUL in it, too).
         if "requestBody" in operation or any(p["in"] == "query" for p in parameters):
             statuses.add(400)

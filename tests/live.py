@@ -42,9 +42,13 @@ def _fresh_thread_pools() -> None:
     SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
 
 
-def _fresh_process() -> None:
+def _fresh_process(database_user: str | None = None) -> None:
     _fresh_connections()
     _fresh_thread_pools()
+    if database_user is not None:
+        from django.db import connections
+
+        connections["default"].settings_dict["USER"] = database_user
 
 
 def session_cookie_for(user) -> dict[str, str]:
@@ -62,9 +66,13 @@ def session_cookie_for(user) -> dict[str, str]:
 
 
 @contextmanager
-def daphne_server(host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve ragsite.asgi in a child process; yields the base URL. Needs committed test data."""
-    process = DaphneProcess(host, partial(make_application, static_wrapper=None), setup=_fresh_process)
+def daphne_server(host: str = "127.0.0.1", *, database_user: str | None = None) -> Iterator[str]:
+    """Serve ragsite.asgi in a child process; yields the base URL. Needs committed test data.
+
+    `database_user`: the server connects to the test database as this role instead (PostgreSQL;
+    a role with a CONNECTION LIMIT of its own lets a test use its connections up)."""
+    setup = partial(_fresh_process, database_user)
+    process = DaphneProcess(host, partial(make_application, static_wrapper=None), setup=setup)
     process.start()
     try:
         while not process.ready.wait(timeout=1):

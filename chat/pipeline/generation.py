@@ -14,6 +14,13 @@ in them, so its output is treated as hostile markdown:
 - `citation:` and `asset:` outside those canonical forms, and `javascript:` / `vbscript:`, lose
   their scheme (`citation：//9`), so no link in the text can pose as a citation, fetch an asset
   or run a script, whichever renderer shows it;
+- links are shown, not followed: an address (`http(s)://…`, `ftp://…`, `www.…`, `mailto:…`, an
+  e-mail address), bare or as a link's destination, stays clickable only when its host is on the
+  knowledge base's allow list (`knowledge/links.py`), written as `[address](<address>)` or
+  `[label](<address>)`. Any other address is written as a code span, its whole text visible,
+  which no markdown renderer turns into a link (GFM's autolinking included); a link's `](` and a
+  reference definition's `]:` are broken (`] (`, `]：`), so its label is plain text and no
+  reference can point anywhere;
 - raw HTML cannot start: a `<` that would open a tag (`<img`, `</`, `<!--`, `<?`) is written
   `&lt;`, which markdown shows as the `<` the model wrote;
 - control characters and bidirectional overrides are dropped (they could make the answer read
@@ -25,7 +32,9 @@ longer than `_MAX_HOLD` characters is released, and then as text that cannot bec
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+
+from knowledge.links import allowed_href
 
 _MAX_HOLD = 400
 _ALT_MAX = 300  # characters of an image's alt text (or reference label) we wait for
@@ -53,21 +62,60 @@ def _prefixes(word: str) -> str:
 # The tail of the text that may still grow into a scheme ("cita" + "tion:").
 _SCHEME_TAIL = re.compile(r"(?:%s)\Z" % "|".join(_prefixes(w) for w in _SCHEMES), re.I)
 _TAG_START = re.compile(r"[A-Za-z/!?]")
-_TRIGGERS = re.compile(r"[\[【!<]|(?:%s)\s*:" % "|".join(_SCHEMES), re.I)
+# Where an address starts, as GFM renderers find one anywhere in text: a web scheme, "www.", a
+# mailto: scheme, or an e-mail address (at most 64 characters before its "@", as in RFC 5321).
+_ADDRESS = r"(?:https?|ftp)://|www\.|mailto:|(?P<local>[A-Za-z0-9._%+-]{1,64})@"
+_ADDRESS_START = re.compile(_ADDRESS, re.I)
+_TRIGGERS = re.compile(r"[\[【!<\]]|(?:%s)\s*:|%s" % ("|".join(_SCHEMES), _ADDRESS), re.I)
+# Text at the end of what arrived that may still grow into an address ("htt" + "p://", "hr" +
+# "@example.com"): held back like a scheme's beginning.
+_ADDRESS_TAIL = re.compile(r"[A-Za-z0-9._%+-]{1,64}(?::/{0,2})?\Z")
+_LOCAL_TAIL = re.compile(r"[A-Za-z0-9._%+-]{1,64}\Z")
+# What a browser may still read as part of the address (a backslash is a "/" to it): more than a
+# reader would, so an address is never vouched for on a shorter reading than the browser's (not
+# "|", which ends a GFM table cell even inside a code span).
+_URL_CHARS = re.compile(r"[A-Za-z0-9\-._~:/?#@!$&'()*+,;=%\\{}^]*")
+_DOMAIN_CHARS = re.compile(r"[A-Za-z0-9._-]{0,253}")
+_URL_TRAILING = ".,:;!?*_~'"
+_MAIL_MAX = 253
+# A link's destination that may be allowed: one address, an optional title, nothing else.
+_INLINE_DEST = re.compile(r"[ \t]*<?([^\s<>()]+)>?(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'))?[ \t]*")
+_TICKS = re.compile(r"`+")
 # C0 and C1 controls but tab and newline, DEL, and the bidirectional embeddings, overrides and
 # isolates.
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+class _Address(str):
+    """An address as the filter writes it: a link, or a code span (`fenced`: its fence is not the
+    text's own)."""
+
+    fenced = False
+
+
+class _CodeSpan(_Address):
+    """The address's text only: its fence is chosen when it is emitted, after the text before it."""
+
+    fenced = True
+
+
 class AnswerFilter:
-    def __init__(self, *, valid_numbers: set[int], asset_ids: set[int]) -> None:
+    def __init__(self, *, valid_numbers: set[int], asset_ids: set[int], link_hosts: Iterable[str] = ()) -> None:
         self.valid_numbers = set(valid_numbers)
         self.asset_ids = set(asset_ids)
+        self.link_hosts = tuple(link_hosts)
         self.removed_citations: list[int] = []
         self.blocked_images = 0
         self.cited_numbers: list[int] = []
+        self.shown_links = 0  # addresses written as text
+        self.kept_links = 0  # addresses of allowed hosts, kept as links
         self._pending = ""
         self._last = ""  # the last character emitted
+        # Backtick runs of the text itself (not our own code spans): an address's code span is
+        # fenced with a longer run, so no backtick of the text can open or close it.
+        self._ticks_max = 0
+        self._ticks_trailing = 0
+        self._after_fence = False
 
     def feed(self, text: str) -> str:
         self._pending += _INVISIBLE.sub("", text)
@@ -83,25 +131,54 @@ class AnswerFilter:
         while position < len(text):
             match = _TRIGGERS.search(text, position)
             if match is None:
-                tail = None if final else _SCHEME_TAIL.search(text, position)
-                end = tail.start() if tail and len(text) - tail.start() < _MAX_HOLD else len(text)
+                tails = [] if final else [t.start() for t in (_SCHEME_TAIL.search(text, position),
+                                                           _ADDRESS_TAIL.search(text, position)) if t]
+                tail = min(tails, default=None)
+                end = tail if tail is not None and len(text) - tail < _MAX_HOLD else len(text)
+                self._emit(out, text[position:end])
+                position = end
+                break
+            step = self._at_trigger(text, match.start(), final)
+            if step is None:  # undecided: wait for more text
+                # An e-mail address may start before the trigger ("abwww.x" + "@y.com"): the
+                # characters that could begin its local part wait too.
+                held = _LOCAL_TAIL.search(text, position, match.start())
+                end = held.start() if held else match.start()
                 self._emit(out, text[position:end])
                 position = end
                 break
             self._emit(out, text[position:match.start()])
-            position = match.start()
-            step = self._at_trigger(text, position, final)
-            if step is None:  # undecided: wait for more text
-                break
             piece, position = step
             self._emit(out, piece)
         self._pending = text[position:]
         return "".join(out)
 
     def _emit(self, out: list[str], piece: str) -> None:
-        if piece:
-            out.append(piece)
-            self._last = piece[-1]
+        if not piece:
+            return
+        fenced = isinstance(piece, _Address) and piece.fenced
+        if fenced:
+            fence = "`" * (self._ticks_max + 1)
+            piece = _CodeSpan(f"{fence}{piece}{fence}")
+        if self._after_fence and piece[0] == "`":
+            piece = " " + piece  # a backtick right after our closing fence would lengthen it
+        elif isinstance(piece, _Address) and self._last in ("!", "\\", "`"):
+            # After a "!" a link would read as an image; after a backslash or a backtick our
+            # fence would not open.
+            piece = " " + piece
+        self._after_fence = fenced
+        out.append(piece)
+        self._last = piece[-1]
+        if fenced:
+            self._ticks_trailing = 0
+            return
+        runs = [len(run) for run in _TICKS.findall(piece)]
+        if runs:
+            leading = len(piece) - len(piece.lstrip("`"))
+            first = runs[0] + (self._ticks_trailing if leading else 0)
+            self._ticks_max = max(self._ticks_max, first, *runs)
+        trailing = len(piece) - len(piece.rstrip("`"))
+        self._ticks_trailing = (self._ticks_trailing + trailing) if trailing == len(piece) else trailing
 
     def _at_trigger(self, text: str, at: int, final: bool) -> tuple[str, int] | None:
         """Handle the markup that starts at `at`: (the text to emit for it, where to go on), or
@@ -113,8 +190,70 @@ class AnswerFilter:
             return self._tag(text, at, final)
         if head in "[【":
             return self._citation(text, at, final)
+        if head == "]":
+            return self._link_end(text, at, final)
         scheme = _SCHEME.match(text, at)
-        return f"{scheme.group(1)}：", scheme.end()
+        if scheme is not None:
+            return f"{scheme.group(1)}：", scheme.end()
+        return self._address(text, at, final)
+
+    def _link_end(self, text: str, at: int, final: bool) -> tuple[str, int] | None:
+        """A "]" that may end a link's label: `](address)` stays a link for an allowed address
+        only; `](…)` otherwise becomes `] (…)` (no renderer reads a link across the space, and
+        what follows is text: an address in it is shown as one), `]:` becomes `]：`."""
+        if at + 1 == len(text):
+            return None if not final else ("]", at + 1)
+        following = text[at + 1]
+        if following == ":":
+            return "]：", at + 2
+        if following != "(":
+            return "]", at + 1
+        close = text.find(")", at + 2, at + 2 + _DEST_MAX)
+        if close < 0:
+            if not final and len(text) - at < _DEST_MAX:
+                return None
+            return "] ", at + 1
+        destination = _INLINE_DEST.fullmatch(text, at + 2, close)
+        href = self._allowed(destination.group(1)) if destination else None
+        if href is None:
+            return "] ", at + 1
+        self.kept_links += 1
+        return f"](<{href}>)", close + 1
+
+    def _address(self, text: str, at: int, final: bool) -> tuple[str, int] | None:
+        """An address starting at `at`, up to where a reader sees it end (not past a space, a
+        quote, a bracket or a non-ASCII character, nor trailing punctuation)."""
+        start = _ADDRESS_START.match(text, at)
+        if start.group("local") is not None:
+            domain = _DOMAIN_CHARS.match(text, start.end())
+            if domain.end() == len(text) and not final and domain.end() - start.end() < _MAIL_MAX:
+                return None
+            name = domain.group().rstrip("._-")
+            if "." not in name.strip("."):
+                return text[at:start.end()], start.end()  # not an address: "a@b" stays text
+            end = start.end() + len(name)
+        else:
+            run = _URL_CHARS.match(text, start.end(), at + _DEST_MAX)
+            if run.end() == len(text) and not final and run.end() - at < _DEST_MAX:
+                return None
+            end = run.end()
+            while end > start.end() and (text[end - 1] in _URL_TRAILING or (
+                    text[end - 1] == ")" and text.count("(", at, end) < text.count(")", at, end))):
+                end -= 1
+        return self._shown(text[at:end]), end
+
+    def _shown(self, address: str) -> str:
+        href = self._allowed(address)
+        if href is not None:
+            self.kept_links += 1
+            return _Address(f"[{address}](<{href}>)")
+        self.shown_links += 1
+        return _CodeSpan(_SCHEME.sub(lambda m: f"{m.group(1)}：", address))
+
+    def _allowed(self, address: str) -> str | None:
+        if _SCHEME.search(address):  # never vouch for an address that carries a script URL
+            return None
+        return allowed_href(address, self.link_hosts)
 
     def _citation(self, text: str, at: int, final: bool) -> tuple[str, int] | None:
         head = _CITE_HEAD.match(text, at)

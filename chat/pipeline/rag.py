@@ -272,6 +272,7 @@ class RAGService:
         answer_filter = AnswerFilter(
             valid_numbers={c.number for c in citations},
             asset_ids={asset.id for item in selection.items if item.result for asset in item.result.assets},
+            link_hosts=ctx.kb.link_hosts,
         )
         with ctx.stage("llm_generation"):
             stream = model.stream(messages, max_tokens=rules.generation.max_tokens,
@@ -292,7 +293,7 @@ class RAGService:
             # Titles are documents' and FAQs' own text: they go through the filter like the answer.
             tail = _filtered(
                 reference_tail(citations, limit=rules.generation.references_on_missing_citations),
-                AnswerFilter(valid_numbers=answer_filter.valid_numbers, asset_ids=set()),
+                AnswerFilter(valid_numbers=answer_filter.valid_numbers, asset_ids=set(), link_hosts=ctx.kb.link_hosts),
             )
             if tail:
                 turn.delivered.append(tail)
@@ -313,6 +314,7 @@ class RAGService:
             "model": model.name,
             "removed_citations": list(answer_filter.removed_citations),
             "blocked_images": answer_filter.blocked_images,
+            "links_shown_as_text": answer_filter.shown_links,
             "declined": declined,
         }
         yield self._finish(turn, route=route, hit_type="rag", answer=answer, intent=prepared.intent,
@@ -331,7 +333,8 @@ class RAGService:
         )
         yield self._evidence(turn, route=route, hit_type=hit_type, citations=citations)
         # A FAQ's answer is text staff (or an import) wrote: the same rules as a model's answer.
-        answer = _filtered(answer, AnswerFilter(valid_numbers={c.number for c in citations}, asset_ids=set()))
+        answer = _filtered(answer, AnswerFilter(valid_numbers={c.number for c in citations}, asset_ids=set(),
+                                                link_hosts=turn.ctx.kb.link_hosts))
         for start in range(0, len(answer), DIRECT_DELTA_CHARS):
             piece = answer[start:start + DIRECT_DELTA_CHARS]
             turn.ctx.mark_first_token()

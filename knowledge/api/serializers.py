@@ -52,6 +52,10 @@ class KnowledgeBaseOutput(EditorOnlyFields, serializers.ModelSerializer):
     editor_groups = GroupNamesField()
     publisher_groups = GroupNamesField()
     role = serializers.SerializerMethodField(help_text="The caller's role: reader, editor or publisher.")
+    link_allowed_hosts = serializers.ListField(
+        source="link_hosts", child=serializers.CharField(), read_only=True,
+        help_text="Hosts whose links stay clickable in answers; every other link is shown as text.",
+    )
 
     editor_only = (
         "allowed_groups", "editor_groups", "publisher_groups", "custom_terms", "release_max_regression_points",
@@ -62,8 +66,8 @@ class KnowledgeBaseOutput(EditorOnlyFields, serializers.ModelSerializer):
         fields = [
             "id", "name", "description", "visibility", "allowed_groups", "editor_groups", "publisher_groups",
             "role", "support_contact", "embedding_model", "embedding_dimension", "text_analysis", "custom_terms",
-            "chunk_size_tokens", "chunk_overlap_tokens", "release_max_regression_points", "active_version",
-            "created_at", "updated_at",
+            "chunk_size_tokens", "chunk_overlap_tokens", "release_max_regression_points", "link_allowed_hosts",
+            "active_version", "created_at", "updated_at",
         ]
         extra_kwargs = {"custom_terms": {"allow_null": True}}
 
@@ -109,6 +113,11 @@ class KnowledgeBaseCreateInput(serializers.Serializer):
     embedding_model = serializers.CharField(max_length=100, required=False, default=None)
     embedding_dimension = serializers.IntegerField(min_value=1, max_value=16384, required=False, default=None)
     custom_terms = serializers.CharField(required=False, allow_blank=True, default="", max_length=100_000)
+    # Hosts whose links stay clickable in answers (`docs.example.com`, `*.example.com`); any
+    # other link is shown as text with its address.
+    link_allowed_hosts = serializers.ListField(
+        child=serializers.CharField(max_length=253), required=False, max_length=200, default=list,
+    )
 
 
 class KnowledgeBaseUpdateInput(serializers.Serializer):
@@ -129,6 +138,11 @@ class KnowledgeBaseUpdateInput(serializers.Serializer):
     custom_terms = serializers.CharField(required=False, allow_blank=True, max_length=100_000)
     # null: show the release check on publish, never refuse.
     release_max_regression_points = serializers.FloatField(required=False, allow_null=True, min_value=0.0)
+    # Hosts whose links stay clickable in answers (`docs.example.com`, `*.example.com`); any
+    # other link is shown as text with its address.
+    link_allowed_hosts = serializers.ListField(
+        child=serializers.CharField(max_length=253), required=False, max_length=200,
+    )
 
 
 class VersionOutput(EditorOnlyFields, serializers.ModelSerializer):

@@ -52,8 +52,12 @@ from .serializers import (
 )
 
 
-# Changing these is the publisher's: who may read, who may change, when publishing is refused.
-PUBLISHER_SETTINGS = {"visibility", "allowed_groups", "editor_groups", "publisher_groups", "release_max_regression_points"}
+# Changing these is the publisher's: who may read, who may change, when publishing is refused,
+# which links readers may follow out of an answer.
+PUBLISHER_SETTINGS = {
+    "visibility", "allowed_groups", "editor_groups", "publisher_groups", "release_max_regression_points",
+    "link_allowed_hosts",
+}
 
 
 def _seen_by(request: Request, kb) -> dict:
@@ -94,7 +98,7 @@ class KnowledgeBaseListView(_ListView):
             support_contact=data["support_contact"], chunk_size_tokens=data["chunk_size_tokens"],
             chunk_overlap_tokens=data["chunk_overlap_tokens"], embedding_model=data["embedding_model"],
             embedding_dimension=data["embedding_dimension"], custom_terms=data["custom_terms"],
-            actor=request.user,
+            link_allowed_hosts=data["link_allowed_hosts"], actor=request.user,
         )
         return Response(KnowledgeBaseOutput(kb, context={"user": request.user}).data, status=status.HTTP_201_CREATED)
 

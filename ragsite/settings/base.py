@@ -55,6 +55,8 @@ MIDDLEWARE = [
     "django.middleware.locale.LocaleMiddleware",
     # A NUL in the URL would reach a PostgreSQL query and fail there (ragsite/middleware.py).
     "ragsite.middleware.RejectNulMiddleware",
+    # PostgreSQL out of connections: 503 `server_busy` + Retry-After, not a 500 (ragsite/middleware.py).
+    "ragsite.middleware.ServerBusyMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -206,6 +208,8 @@ RAG_STREAM_SLOT_TTL_SECONDS = env.int("RAG_STREAM_SLOT_TTL_SECONDS", default=60)
 # (the client resends the conversation; the pipeline itself reads the last few turns only).
 RAG_MAX_QUESTION_CHARS = env.int("RAG_MAX_QUESTION_CHARS", default=2000)
 RAG_MAX_CHAT_MESSAGES = env.int("RAG_MAX_CHAT_MESSAGES", default=500)
+# Too busy right now (PostgreSQL out of connections): 503 `server_busy`, retry after this many seconds.
+RAG_BUSY_RETRY_AFTER_SECONDS = env.int("RAG_BUSY_RETRY_AFTER_SECONDS", default=5)
 
 REST_FRAMEWORK = {
     # Token first: an unauthenticated API call then gets 401 with a WWW-Authenticate header.

@@ -2,8 +2,10 @@
  *
  * Plain script, no build step. Answers are markdown written by a model that quotes documents
  * written by others, so nothing in them is trusted: raw HTML is shown as text, links only ever
- * become citation buttons (numbers this message really has) or plain http(s) links, and images
- * only `asset://ID` ones whose ID belongs to this message's citations. DOMPurify then checks the
+ * become citation buttons (numbers this message really has) or links to the hosts the knowledge
+ * base allows (its `link_hosts`, matched as knowledge/links.py does); any other link, including
+ * an address GFM would autolink, is shown as text with its whole address. Images are only
+ * `asset://ID` ones whose ID belongs to this message's citations. DOMPurify then checks the
  * result again, and the page's Content-Security-Policy allows nothing but this origin.
  */
 (function () {
@@ -150,6 +152,38 @@
     });
   }
 
+  function linkHostsOf(slug) {
+    var kb = config.knowledge_bases.filter(function (item) {
+      return item.id === slug;
+    })[0];
+    return (kb && kb.link_hosts) || [];
+  }
+
+  // --- links ----------------------------------------------------------------------------------
+
+  // The same forms and matching as knowledge/links.py: a plainly written host (no user part, no
+  // backslash, no escapes), then only a port, path, query or fragment.
+  var WEB_LINK = /^https?:\/\/([a-z0-9.-]+)(?::\d{1,5})?(?:[\/?#][!#-;=?-~]*)?$/i;
+  var MAIL_LINK = /^mailto:[a-z0-9._%+-]+@([a-z0-9.-]+)(?:\?[!#-;=?-~]*)?$/i;
+  var HOST = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+  function hostAllowed(host, hosts) {
+    host = host.toLowerCase().replace(/\.$/, "");
+    if (!HOST.test(host)) return false;
+    return hosts.some(function (entry) {
+      if (entry.indexOf("*.") === 0) {
+        return host.length > entry.length - 1 && host.slice(-(entry.length - 1)) === entry.slice(1);
+      }
+      return host === entry;
+    });
+  }
+
+  function linkAllowed(href, hosts) {
+    if (/(citation|asset|javascript|vbscript)\s*:/i.test(href.replace(/^mailto:/i, ""))) return false;
+    var match = WEB_LINK.exec(href) || MAIL_LINK.exec(href);
+    return Boolean(match) && hostAllowed(match[1], hosts);
+  }
+
   function selectKb(slug) {
     state.kb = slug;
     el.kbSelect.value = slug;
@@ -210,7 +244,7 @@
     return out.join("\n") + rest;
   }
 
-  var renderContext = { numbers: new Set(), assets: new Set() };
+  var renderContext = { numbers: new Set(), assets: new Set(), hosts: [] };
 
   var markdown = new window.marked.Marked({ gfm: true, breaks: true, async: false });
   markdown.use({
@@ -232,10 +266,16 @@
             inner + "</button>"
           );
         }
-        if (/^(https?:|mailto:)/i.test(href)) {
+        if (linkAllowed(href, renderContext.hosts)) {
           return '<a href="' + escapeHtml(href) + '">' + inner + "</a>";
         }
-        return inner;
+        // Shown, not followed: the address in full, as text. An address GFM autolinked out of
+        // running text (or an autolink `<…>`) is its own label: shown once.
+        var text = String(token.text || "");
+        if (href === text || href === "mailto:" + text || href === "http://" + text) {
+          return '<code class="address">' + escapeHtml(text) + "</code>";
+        }
+        return inner + ' (<code class="address">' + escapeHtml(href) + "</code>)";
       },
       image: function (token) {
         var match = /^asset:\/\/(\d+)$/.exec(String(token.href || "").trim());
@@ -255,6 +295,10 @@
       var match = ASSET_SRC.exec(element.getAttribute("src") || "");
       if (!match || !renderContext.assets.has(parseInt(match[1], 10))) element.remove();
     } else if (element.tagName === "A") {
+      if (!linkAllowed(element.getAttribute("href") || "", renderContext.hosts)) {
+        element.replaceWith(document.createTextNode(element.textContent));
+        return;
+      }
       element.setAttribute("rel", "noopener noreferrer nofollow");
       element.setAttribute("target", "_blank");
     } else if (element.tagName === "BUTTON") {
@@ -276,7 +320,7 @@
     ALLOWED_URI_REGEXP: /^(?:(?:https?|mailto):|[^a-z]|[a-z+.\-]+(?:[^a-z+.\-:]|$))/i,
   };
 
-  function citationSets(citations) {
+  function citationSets(citations, hosts) {
     var numbers = new Set();
     var assets = new Set();
     (citations || []).forEach(function (citation) {
@@ -285,11 +329,11 @@
         if (Number.isInteger(asset.id)) assets.add(asset.id);
       });
     });
-    return { numbers: numbers, assets: assets };
+    return { numbers: numbers, assets: assets, hosts: hosts || [] };
   }
 
-  function renderMarkdown(target, text, citations) {
-    renderContext = citationSets(citations);
+  function renderMarkdown(target, text, citations, hosts) {
+    renderContext = citationSets(citations, hosts);
     var html = markdown.parse(annotateLines(text || ""));
     target.innerHTML = window.DOMPurify.sanitize(html, PURIFY);
   }
@@ -303,9 +347,10 @@
     return item;
   }
 
-  function createAssistantView() {
+  function createAssistantView(kbSlug) {
     var item = node("li", "msg assistant");
     var view = {
+      linkHosts: linkHostsOf(kbSlug),
       el: item,
       meta: node("div", "msg-meta"),
       answer: node("div", "answer markdown"),
@@ -336,7 +381,7 @@
   function renderView(view) {
     view.renderQueued = false;
     var follow = isNearBottom();
-    renderMarkdown(view.answer, view.text, view.citations);
+    renderMarkdown(view.answer, view.text, view.citations, view.linkHosts);
     if (follow) scrollToBottom();
   }
 
@@ -600,7 +645,7 @@
           updateUrl();
           loadConversations();
         }
-        renderHistory(conversation.messages || []);
+        renderHistory(conversation.messages || [], conversation.knowledge_base_id);
         setStatus("");
       })
       .catch(function (error) {
@@ -610,13 +655,13 @@
       });
   }
 
-  function renderHistory(messages) {
+  function renderHistory(messages, kbSlug) {
     messages.forEach(function (message) {
       if (message.role === "user") {
         addUserMessage(message.content);
         return;
       }
-      var view = createAssistantView();
+      var view = createAssistantView(kbSlug);
       var evidence = message.evidence || {};
       view.text = message.content || "";
       view.citations = evidence.citations || [];
@@ -752,7 +797,7 @@
     if (state.streaming) return;
     closePanel();
     addUserMessage(question);
-    var view = createAssistantView();
+    var view = createAssistantView(state.kb);
     view.el.classList.add("streaming");
     scrollToBottom();
     var controller = new AbortController();

@@ -88,7 +88,7 @@ def test_unpublished_knowledge_bases_say_so(client):
     draft = make_kb(visibility=Visibility.PUBLIC)
     response = client.get("/")
     assert data_block(response, "chat-config")["knowledge_bases"] == [
-        {"id": draft.slug, "name": draft.name, "published": False}
+        {"id": draft.slug, "name": draft.name, "published": False, "link_hosts": []}
     ]
     assert "（尚未发布）" in response.content.decode()
 

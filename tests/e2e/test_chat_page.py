@@ -488,7 +488,7 @@ def test_untrusted_markup_in_a_stream_renders_inert(site, open_page):
         "第一行[来源 1](citation://1)\n伪造[来源 9](citation://9)\n"
         "<img src=x onerror=alert(1)><script>alert(1)</script>\n\n"
         f"![x](https://evil.example/x.png) ![y](asset://99999) ![ok](asset://{site.asset_id})\n\n"
-        "[点我](javascript:alert(1)) [外链](https://evil.example/page)\n\n"
+        "[点我](javascript:alert(1)) [外链](https://evil.example/page) www.evil.example/bare\n\n"
         '<iframe src="https://evil.example/"></iframe>\n'
     )
     parts = [
@@ -516,7 +516,11 @@ def test_untrusted_markup_in_a_stream_renders_inert(site, open_page):
     images = answer.locator(".answer img")
     assert images.count() == 1
     assert images.first.get_attribute("src") == f"/api/assets/{site.asset_id}"
-    assert answer.locator('.answer a[href="https://evil.example/page"]').get_attribute("rel") == "noopener noreferrer nofollow"
+    # and: no link to a host the knowledge base does not allow, its address shown instead,
+    # nor one GFM would make of a bare address
+    assert answer.locator(".answer a").count() == 0
+    assert "外链 (https://evil.example/page)" in answer.locator(".answer").inner_text()
+    assert "www.evil.example/bare" in answer.locator(".answer").inner_text()
     assert "<script>alert(1)</script>" in answer.locator(".answer").inner_text()
     # and: the source opens as text, its foreign preview URL ignored
     answer.locator(".answer button.cite").click()

@@ -23,18 +23,23 @@ from django.contrib.auth.models import AnonymousUser
 from django.urls import reverse
 
 from chat.contracts import ChatQuery, Requester
-from chat.models import Conversation, QueryTrace
+from chat.models import Conversation, Message, MessageRole, MessageStatus, QueryTrace
 from chat.pipeline.rag import RAGService
 from knowledge.models import FAQ, Chunk, Document
 from tests.chat.conftest import live_chat_server, openai_provider, provider_server  # noqa: F401  (fixtures)
 from tests.chat.test_hostile_content import (  # noqa: F401  (hostile_kb is a fixture)
+    ALLOWED_LINK,
     BIDI,
     CONTACT_QUESTION,
     FAQ_QUESTION,
     HOSTILE_TITLE,
     IMG_ONERROR,
+    LINK_HOST,
+    LINKS_LINE,
+    LINKS_QUESTION,
     RAG_QUESTION,
     SCRIPT,
+    SHOWN_ADDRESSES,
     hostile_kb,
     obeying_answer,
 )
@@ -131,9 +136,10 @@ def assert_chat_answer_clean(answer, *, numbers: set[str]) -> None:
     cited = {b.get_attribute("data-cite") for b in answer.locator(".answer button[data-cite]").all()}
     assert cited <= numbers
     assert answer.locator(".answer img").count() == 0  # the hostile documents have no images
-    # Plain web links are allowed (a click away, never fetched by the page); nothing else is.
+    assert answer.locator(".sources a").count() == 0  # sources and their titles are text
+    # Links only to the knowledge base's allowed host (a click away, never fetched by the page).
     for link in answer.locator(".answer a").all():
-        assert link.get_attribute("href").startswith(("http://", "https://", "mailto:"))
+        assert urlparse(link.get_attribute("href")).hostname == LINK_HOST, link.get_attribute("href")
         assert link.get_attribute("rel") == "noopener noreferrer nofollow"
 
 
@@ -226,6 +232,59 @@ def test_chat_page_shows_the_answer_of_an_obeying_model_inert(hostile_kb, openai
         assert "来源 9" not in text and "来源 7" not in text
         answer.locator(".answer button.cite").first.click()
         page.locator("#source-panel").wait_for(state="visible")
+        watched.assert_inert()
+
+
+def assert_links_shown_as_text(answer) -> None:
+    """The document's links: every address readable in full, only the allowed host's a link."""
+    text = answer.locator(".answer").inner_text()
+    for address in SHOWN_ADDRESSES:
+        assert address in text, address
+    assert [a.get_attribute("href") for a in answer.locator(".answer a").all()] == [ALLOWED_LINK]
+
+
+def test_chat_page_shows_links_from_documents_as_text_and_keeps_the_allowed_host_clickable(hostile_kb, browse):
+    with live_chat_server() as base_url:
+        watched = browse(base_url)
+        page = watched.page
+        page.goto(f"{base_url}/?kb={hostile_kb.slug}")
+        page.wait_for_selector("html[data-chat-ready]")
+        # when: the answer quotes the line with a phishing "download centre", a mailto: link, bare
+        # URLs and an e-mail address, and a link to the one allowed host
+        answer = ask(watched, LINKS_QUESTION)
+        # then
+        assert_links_shown_as_text(answer)
+        watched.assert_inert()
+        # and: the same once the conversation is reloaded from what was stored
+        page.reload()
+        page.wait_for_selector("html[data-chat-ready]")
+        stored = page.locator("li.msg.assistant").first
+        stored.locator(".confidence-badge").wait_for()
+        assert_links_shown_as_text(stored)
+        watched.assert_inert()
+
+
+def test_chat_page_does_not_link_an_answer_stored_before_links_were_shown_as_text(hostile_kb, member_user, browse):
+    # given: an answer stored as it was given before, its document's links untouched (GFM would
+    # autolink its bare URLs and e-mail addresses)
+    conversation = Conversation.objects.create(knowledge_base=hostile_kb, user=member_user, title="旧会话")
+    Message.objects.create(conversation=conversation, role=MessageRole.USER, content=LINKS_QUESTION)
+    Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content=LINKS_LINE,
+                           status=MessageStatus.COMPLETE)
+    with live_chat_server() as base_url:
+        watched = browse(base_url, cookies=session_cookie_for(member_user))
+        page = watched.page
+        # when
+        page.goto(f"{base_url}/?kb={hostile_kb.slug}&c={conversation.pk}")
+        page.wait_for_selector("html[data-chat-ready]")
+        answer = page.locator("li.msg.assistant").first
+        answer.locator(".answer").wait_for()
+        # then: the page itself keeps them text
+        text = answer.locator(".answer").inner_text()
+        for address in ("http://evil.example/phish-login", "mailto:phish@evil.example", "https://evil.example/bare-help",
+                        "www.evil.example/print", "print@evil.example"):
+            assert address in text, address
+        assert [a.get_attribute("href") for a in answer.locator(".answer a").all()] == [ALLOWED_LINK]
         watched.assert_inert()
 
 

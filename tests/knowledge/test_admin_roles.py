@@ -101,7 +101,28 @@ def test_an_editor_changes_the_dictionary_but_not_who_may_read(roles):
     # then
     mine.refresh_from_db()
     assert 'name="visibility"' not in form.content.decode()
+    assert 'name="link_allowed_hosts"' not in form.content.decode()
     assert mine.custom_terms == "星河X3" and mine.visibility == Visibility.INTERNAL
+    assert mine.link_allowed_hosts == ""
+
+
+def test_a_publisher_allows_the_hosts_whose_links_stay_clickable(roles):
+    # given
+    mine, _, users = roles
+    url = reverse("admin:knowledge_knowledgebase_change", args=[mine.pk])
+    client = _signed_in(users["publisher"])
+    fields = {"name": "我的知识库", "description": "", "support_contact": "", "custom_terms": "",
+              "visibility": "internal", "release_max_regression_points": ""}
+    # when
+    form = client.get(url).content.decode()
+    refused = client.post(url, {**fields, "link_allowed_hosts": "https://docs.example.com/x"})
+    saved = client.post(url, {**fields, "link_allowed_hosts": "Docs.Example.com\n*.corp.example\n"})
+    # then
+    assert 'name="link_allowed_hosts"' in form
+    assert refused.status_code == 200 and "link_allowed_hosts" in refused.context["adminform"].form.errors
+    assert saved.status_code == 302
+    mine.refresh_from_db()
+    assert mine.link_hosts == ("docs.example.com", "*.corp.example")
 
 
 def test_a_creator_must_make_one_of_their_groups_publisher(db):

@@ -145,6 +145,7 @@ def test_editors_prepare_drafts_but_only_publishers_publish(kb_with_roles):
         "visibility": editor.patch(f"{base}/", {"visibility": "public"}, format="json"),
         "roles": editor.patch(f"{base}/", {"editor_groups": []}, format="json"),
         "gate": editor.patch(f"{base}/", {"release_max_regression_points": 50}, format="json"),
+        "links": editor.patch(f"{base}/", {"link_allowed_hosts": ["evil.example"]}, format="json"),
     }
     published = publisher.post(f"{base}/versions/2/activate/", {"reason": "上线"}, format="json")
     opened = publisher.patch(f"{base}/", {"visibility": "public"}, format="json")
@@ -368,3 +369,27 @@ def test_listing_knowledge_bases_costs_the_same_queries_for_two_or_twenty(db, en
     few, many = queries_to_list(2), queries_to_list(20)
     # then: the roles come from the prefetched groups, not a query per row
     assert few == many
+
+
+def test_publishers_set_the_hosts_whose_links_stay_clickable(kb_with_roles, member_user):
+    # given
+    kb, _editor, publisher = kb_with_roles
+    url = f"/api/knowledge-bases/{kb.slug}/"
+    # when
+    fresh = publisher.get(url)
+    allowed = publisher.patch(url, {"link_allowed_hosts": [" Docs.Example.com ", "*.corp.example", "docs.example.com"]},
+                              format="json")
+    refused = [publisher.patch(url, {"link_allowed_hosts": [entry]}, format="json")
+               for entry in ("https://docs.example.com/", "docs.example.com/path", "*.", "user@docs.example.com")]
+    seen_by_reader = api_client_for(member_user).get(url)
+    # then: empty by default; stored as host names; anything else refused with the entry named
+    assert fresh.json()["link_allowed_hosts"] == []
+    assert allowed.status_code == 200, allowed.content
+    assert allowed.json()["link_allowed_hosts"] == ["docs.example.com", "*.corp.example"]
+    for response in refused:
+        assert response.status_code == 400, response.content
+        assert response.json()["code"] == "invalid_link_host"
+    kb.refresh_from_db()
+    assert kb.link_hosts == ("docs.example.com", "*.corp.example")
+    # and: readers see which links of the answers they may follow
+    assert seen_by_reader.json()["link_allowed_hosts"] == ["docs.example.com", "*.corp.example"]

@@ -7,8 +7,8 @@ import pytest
 from chat.pipeline.generation import AnswerFilter, filtered_stream, is_declined
 
 
-def run(pieces, *, valid=(1, 2), assets=(5,)):
-    answer_filter = AnswerFilter(valid_numbers=set(valid), asset_ids=set(assets))
+def run(pieces, *, valid=(1, 2), assets=(5,), hosts=()):
+    answer_filter = AnswerFilter(valid_numbers=set(valid), asset_ids=set(assets), link_hosts=hosts)
     text = "".join(filtered_stream(iter(pieces), answer_filter))
     return text, answer_filter
 
@@ -51,9 +51,29 @@ def test_only_whitelisted_asset_images_survive(split):
     assert answer_filter.blocked_images == 3
 
 
-def test_a_link_that_is_not_an_image_is_kept_as_text():
-    text, _ = run(["见 [说明](https://example.com) 与感叹号！结束"])
-    assert text == "见 [说明](https://example.com) 与感叹号！结束"
+@pytest.mark.parametrize("split", [lambda t: [t], one_char_at_a_time])
+def test_a_link_is_shown_as_text_with_its_address(split):
+    # when: no host is allowed (the default)
+    text, answer_filter = run(split("见 [说明](https://example.com) 与感叹号！结束"))
+    # then: the label and the whole address as text, the address in a code span
+    assert text == "见 [说明] (`https://example.com`) 与感叹号！结束"
+    assert answer_filter.shown_links == 1
+
+
+@pytest.mark.parametrize("split", [lambda t: [t], one_char_at_a_time])
+def test_a_link_to_an_allowed_host_stays_a_link(split):
+    # when
+    text, answer_filter = run(split("见 [说明](https://example.com/a \"标题\") 或 https://example.com/b。"),
+                              hosts=("example.com",))
+    # then: both links, written so every renderer agrees where they point
+    assert text == "见 [说明](<https://example.com/a>) 或 [https://example.com/b](<https://example.com/b>)。"
+    assert answer_filter.kept_links == 2 and answer_filter.shown_links == 0
+
+
+def test_an_address_after_a_backtick_or_a_backslash_is_still_fenced():
+    text, _ = run(["a`http://e.example/x` \\http://e.example/y"])
+    # the text's own backtick makes our fence longer; a backslash cannot escape it
+    assert text == "a` ``http://e.example/x`` ` \\ ``http://e.example/y``"
 
 
 def test_unfinished_markup_at_the_end_is_released_as_text():
