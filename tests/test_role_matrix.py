@@ -159,6 +159,9 @@ API: dict[str, list[Call]] = {
         Call("GET", "reader", "/api/knowledge-bases/{kb}/"),
         Call("PATCH", "editor", "/api/knowledge-bases/{kb}/", {"name": "改名"}),
         Call("PATCH", "publisher", "/api/knowledge-bases/{kb}/", {"visibility": "public"}),
+        # Who may change it is asked before the body is read: to outsiders a hidden knowledge
+        # base is missing whatever the body says (served: the group named does not exist).
+        Call("PATCH", "publisher", "/api/knowledge-bases/{kb}/", {"editor_groups": ["没有这个组"]}),
     ],
     "api/knowledge-bases/<str:kb_id>/reanalyse/": [Call("POST", "editor", "/api/knowledge-bases/{kb}/reanalyse/")],
     "api/knowledge-bases/<str:kb_id>/versions/": [
