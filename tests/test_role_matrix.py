@@ -472,6 +472,24 @@ def test_admin_lists_show_only_the_rows_the_persona_edits(world, persona):
         assert shows == (persona in STAFF and ROLE_ON_SECRET[persona] >= Role.EDITOR), f"{key} as {persona}"
 
 
+
+def test_conversations_of_a_knowledge_base_no_longer_readable_are_gone_for_their_owner(world):
+    # given: the member's conversation on the restricted knowledge base, and the member then
+    # leaving the group that may read it
+    own_elsewhere = Conversation.objects.create(
+        knowledge_base=KnowledgeBase.objects.get(slug="other-kb"), user=world.users["member"], title="别处的会话",
+    )
+    world.users["member"].groups.clear()
+    client = _client(world, "member")
+    # when
+    listing = client.get("/api/chat/conversations")
+    filtered = client.get("/api/chat/conversations", {"knowledge_base_id": world.kb.slug})
+    detail = client.get(f"/api/chat/conversations/{world.ids['conversation']}")
+    # then: what remains readable is listed; the rest is not there, as for a missing one
+    assert [c["id"] for c in listing.json()["results"]] == [str(own_elsewhere.pk)]
+    assert filtered.json()["results"] == [] and SECRET not in listing.content.decode() + filtered.content.decode()
+    assert detail.status_code == 404 and detail.json()["code"] == "conversation_not_found"
+
 # --- streams, against daphne ------------------------------------------------------------------
 
 
