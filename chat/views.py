@@ -30,7 +30,6 @@ from rest_framework.views import APIView
 from ragsite.api import error_payload
 from ragsite.authentication import SessionAuthentication
 from ragsite.openapi import error_responses
-from ragsite.throttles import CHAT_THROTTLES
 
 from . import selectors, sse
 from .admission import Refused, admit_question
@@ -51,8 +50,9 @@ logger = logging.getLogger(__name__)
 AUTHENTICATORS = (TokenAuthentication, SessionAuthentication)
 
 
-def requester_for(request, *, claim_session: bool = False) -> Requester:
-    return requester_of(user=request.user, session=request.session, claim_session=claim_session)
+def requester_for(request) -> Requester:
+    """Who reads (history): never claims a session; asking goes through the admission."""
+    return requester_of(user=request.user, session=request.session, claim_session=False)
 
 
 class _LeftToTheView(BaseParser):
@@ -213,16 +213,23 @@ def _error_json(exc: BaseException) -> JsonResponse:
 
 
 class ChatView(APIView):
-    """POST /api/chat — the same turn as `/api/chat/stream`, answered as one JSON object."""
+    """POST /api/chat — the same turn as `/api/chat/stream`, answered as one JSON object, let in
+    by the same admission: its rate limits, and a slot of the caller's concurrent answers held
+    until the turn ends (a JSON answer costs the server what a stream costs)."""
 
-    throttle_classes = CHAT_THROTTLES
+    throttle_classes = ()  # the admission's: one count per question, as on the other transports
 
     # 403: costly options asked for anonymously; 404: a knowledge base or conversation the caller
-    # may not read; 502 / 503: the model or the database failed (the question is kept).
-    @extend_schema(request=ChatRequestInput, responses={200: ChatTurnOutput, **error_responses(403, 404, 502, 503)})
+    # may not read; 429: rate limit or concurrent answers; 502 / 503: the model or the database
+    # failed (the question is kept).
+    @extend_schema(request=ChatRequestInput, responses={200: ChatTurnOutput, **error_responses(403, 404, 429, 502, 503)})
     def post(self, request: Request) -> Response:
-        query = ChatRequestInput.query_from(request.data, user=request.user)
-        result = RAGService().answer(query=query, requester=requester_for(request, claim_session=True))
+        admission = admit_question(caller=request, body=request.data, session=request.session)
+        if isinstance(admission, Refused):
+            retry = {"Retry-After": str(admission.retry_after)} if admission.retry_after is not None else None
+            return Response(admission.body, status=admission.status, headers=retry)
+        with admission.slot.held():
+            result = RAGService().answer(query=admission.query, requester=admission.requester)
         return Response(result.as_dict())
 
 
