@@ -260,6 +260,21 @@ def test_a_live_stream_renews_its_slot_until_its_worker_ends(slot_cache, setting
     assert after is not None
 
 
+def test_a_json_answer_renews_its_slot_while_its_turn_runs_in_the_thread(slot_cache, settings):
+    # given
+    settings.RAG_MAX_STREAMS_PER_ANON_IP = 1
+    settings.RAG_STREAM_SLOT_TTL_SECONDS = 1
+    caller = _anonymous("198.51.100.22")
+    slot = acquire_stream_slot(caller)
+    # when: the turn runs for over twice the lease, in the thread holding the slot
+    with slot.held():
+        time.sleep(2.5)
+        during = acquire_stream_slot(caller)
+    after = acquire_stream_slot(caller)
+    # then: held while the turn ran, free as soon as it ended
+    assert during is None
+    assert after is not None
+
 def test_slots_are_per_caller(slot_cache, settings):
     # given
     settings.RAG_MAX_STREAMS_PER_ANON_IP = 2
