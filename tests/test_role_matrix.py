@@ -113,6 +113,9 @@ def world(db, media_root) -> World:
     eval_set = EvalSet.objects.create(name=f"{SECRET} 评测", knowledge_base=kb)
     EvalCase.objects.create(eval_set=eval_set, key="1", question=f"{SECRET} 评测问题")
     runs = [EvalRun.objects.create(eval_set=eval_set, label=f"{SECRET} run {n}", knowledge_base=kb) for n in (1, 2)]
+    # The other knowledge base's evaluation: its editor's admin lists have rows (and filters) of their own.
+    other_set = EvalSet.objects.create(name="其他评测", knowledge_base=other)
+    EvalRun.objects.create(eval_set=other_set, label="其他 run", knowledge_base=other)
     token = Token.objects.create(user=users["superuser"])
     return World(users=users, kb=kb, ids={
         "v1": v1.number, "v2": v2.number, "published": published.pk, "failed": failed.pk, "chunk": chunk.pk,
