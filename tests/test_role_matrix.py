@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth.models import Group, User
 from django.contrib.contenttypes.models import ContentType as DjangoContentType
@@ -38,7 +39,7 @@ from chat.models import Conversation, Message, QueryTrace
 from evaluation.models import EvalCase, EvalRun, EvalSet
 from knowledge import services
 from knowledge.access import Role
-from knowledge.models import Chunk, DocumentAsset, DocumentStatus, KnowledgeBase, Visibility
+from knowledge.models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, Visibility
 from tests.chat.conftest import csrf_pair, live_chat_server, post_stream, session_cookie_for, ws_url
 from tests.conftest import make_document, make_kb, make_ready_version
 
@@ -561,8 +562,10 @@ ABSENT_SLUG = "absent-kb"  # as long as "secret-kb": equal answers have equal le
 CLOCK_HEADERS = {"date", "expires"}  # the time of the answer, not what it says
 
 
-def _absent_like(model, pk: int) -> int:
-    """An id no row of `model` has, written with as many digits as `pk`."""
+def _absent_like(model, pk):
+    """An id no row of `model` has, written with as many characters as `pk`."""
+    if isinstance(pk, uuid.UUID):
+        return uuid.uuid4()
     taken = set(model.objects.values_list("pk", flat=True))
     digits = len(str(pk))
     return next(n for n in range(10 ** (digits - 1), 10 ** digits) if n not in taken)
@@ -606,12 +609,19 @@ def _hidden_twins(world: World) -> list[Twin]:
             for persona in personas:
                 twins.append(Twin(persona, call.method, call.path.format(**values), call.body, call.multipart,
                                   str(values[name]), str(absent[name])))
+    # The admin's pages about one row of the knowledge base, for its editors.
+    pages = []
     for path, who in ADMIN_PAGES.values():
-        if "{kb_pk}" in path and who == "editor":
-            twins += [Twin(p, "GET", path.format(**values), None, False, str(world.kb.pk), str(absent["kb_pk"])) for p in OUTSIDERS]
-    for suffix in ("change/", "history/", "delete/"):
-        path = f"/admin/knowledge/knowledgebase/{world.kb.pk}/{suffix}"
-        twins += [Twin(p, "GET", path, None, False, str(world.kb.pk), str(absent["kb_pk"])) for p in OUTSIDERS]
+        named = re.findall(r"\{(\w+)\}", path)
+        if who in ("editor", "editor-post") and len(named) == 1:
+            pages.append(("POST" if who == "editor-post" else "GET", path, named[0]))
+    for key, model in ADMIN_MODELS.items():
+        if model.scope == SCOPED:
+            pages += [("GET", f"/admin/{key}/{{{model.obj}}}/{suffix}", model.obj) for suffix in ("change/", "history/", "delete/")]
+            absent.setdefault(model.obj, _absent_like(apps.get_model(*key.split("/")), values[model.obj]))
+    absent.setdefault("failed", _absent_like(Document, values["failed"]))
+    for method, path, name in pages:
+        twins += [Twin(p, method, path.format(**values), None, False, str(values[name]), str(absent[name])) for p in OUTSIDERS]
     return twins
 
 
