@@ -23,8 +23,8 @@ from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, Un
 from rest_framework.generics import GenericAPIView
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
-from rest_framework.utils.mediatypes import media_type_matches
 from rest_framework.response import Response
+from rest_framework.utils.mediatypes import media_type_matches
 from rest_framework.views import APIView
 
 from ragsite.api import error_payload

@@ -111,7 +111,7 @@ class _Unlimited(StreamSlot):
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        try:
+        try:  # nothing to renew
             yield
         finally:
             self.release()
