@@ -1,6 +1,6 @@
-"""Letting one question in on a streaming transport (the SSE view and the WebSocket consumer).
+"""Letting one question in, on every transport (the SSE view, the WebSocket consumer, the JSON view).
 
-The same steps in the same order on both: rate limits, validation, a concurrent-stream slot,
+The same steps in the same order on all: rate limits, validation, a concurrent-answer slot,
 then who asks. Runs in a worker thread: claiming an anonymous reader's session saves it.
 """
 
@@ -22,7 +22,7 @@ from .serializers import ChatRequestInput
 class Admitted:
     query: ChatQuery
     requester: Requester
-    slot: StreamSlot  # the transport releases it when its stream ends
+    slot: StreamSlot  # the transport releases it when its turn ends
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,8 @@ class Refused:
 
 
 def admit_question(*, caller, body: dict, session) -> Admitted | Refused:
-    """`caller`: the request, or a request-like view of a WebSocket scope (`user`, `META`)."""
+    """`caller`: the request (Django's or DRF's), or a request-like view of a WebSocket scope
+    (`user`, `META`)."""
     wait = throttle_wait(caller, CHAT_THROTTLES)
     if wait is not None:
         return Refused(429, throttled_body(wait))

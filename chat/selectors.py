@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from knowledge.access import readable_knowledge_bases
+
 from .contracts import Requester
 from .models import Conversation, Message, MessageRole, MessageStatus, QueryTrace, TraceStatus
 from .pipeline.preparation import HistoryTurn
@@ -48,8 +50,14 @@ def recent_turns(*, conversation_id: uuid.UUID, limit: int) -> tuple[HistoryTurn
     )
 
 
+def readable_conversations(*, requester: Requester) -> QuerySet[Conversation]:
+    """The requester's own conversations on knowledge bases they may still read: losing a
+    knowledge base takes its conversations out of sight with it."""
+    return owned_conversations(requester=requester).filter(knowledge_base__in=readable_knowledge_bases(requester.user))
+
+
 def conversation_summaries(*, requester: Requester, kb_slug: str | None = None) -> QuerySet[Conversation]:
-    conversations = owned_conversations(requester=requester).select_related("knowledge_base")
+    conversations = readable_conversations(requester=requester).select_related("knowledge_base")
     if kb_slug:
         conversations = conversations.filter(knowledge_base__slug=kb_slug)
     return conversations.order_by("-updated_at")

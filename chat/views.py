@@ -19,17 +19,17 @@ from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.authentication import TokenAuthentication
-from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, UnsupportedMediaType
 from rest_framework.generics import GenericAPIView
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.mediatypes import media_type_matches
 from rest_framework.views import APIView
 
 from ragsite.api import error_payload, retry_after_headers
 from ragsite.authentication import SessionAuthentication
 from ragsite.openapi import error_responses
-from ragsite.throttles import CHAT_THROTTLES
 
 from . import selectors, sse
 from .admission import Refused, admit_question
@@ -50,14 +50,26 @@ logger = logging.getLogger(__name__)
 AUTHENTICATORS = (TokenAuthentication, SessionAuthentication)
 
 
-def requester_for(request, *, claim_session: bool = False) -> Requester:
-    return requester_of(user=request.user, session=request.session, claim_session=claim_session)
+def requester_for(request) -> Requester:
+    """Who reads (history): never claims a session; asking goes through the admission."""
+    return requester_of(user=request.user, session=request.session, claim_session=False)
+
+
+class _LeftToTheView(BaseParser):
+    """The view reads the body itself, with its own error codes. Authentication must not parse
+    it: the CSRF check reads `request.POST`, and a parser failing there (a body that is not
+    JSON, or malformed) would escape as a 500."""
+
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return {}
 
 
 def _authenticate(request: HttpRequest):
     """(user, None), or (None, the JSON error response)."""
     try:
-        drf_request = Request(request, parsers=[JSONParser()], authenticators=[cls() for cls in AUTHENTICATORS])
+        drf_request = Request(request, parsers=[_LeftToTheView()], authenticators=[cls() for cls in AUTHENTICATORS])
         return drf_request.user, None
     except AuthenticationFailed:
         return None, _json({"code": "authentication_failed", "detail": _("令牌无效或已过期。")}, 401)
@@ -105,8 +117,8 @@ async def chat_stream(request: HttpRequest):
 
 def _prepare_request(request: HttpRequest):
     """(query, requester, stream slot), or the JSON error response; in this order: body size,
-    authentication (CSRF), JSON, then the streaming transports' admission (rate limits,
-    validation, concurrent streams)."""
+    authentication (CSRF), media type, JSON, then the streaming transports' admission (rate
+    limits, validation, concurrent streams)."""
     try:
         raw = request.body  # read before DRF's CSRF check parses the request (Django keeps it then)
     except RequestDataTooBig:
@@ -115,8 +127,12 @@ def _prepare_request(request: HttpRequest):
     if failure is not None:
         return failure
     request.user = user
+    if raw and not media_type_matches(JSONParser.media_type, request.content_type or ""):
+        # As /api/chat answers it (DRF's own refusal): the stream reads JSON only.
+        refusal = UnsupportedMediaType(request.content_type)
+        return _json({"code": refusal.default_code, "detail": str(refusal.detail)}, refusal.status_code)
     try:
-        body = json.loads(raw or b"{}")
+        body = json.loads(raw or b"{}", parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError):
         return _json({"code": "invalid_json", "detail": _("请求体不是合法的 JSON。")}, 400)
     if not isinstance(body, dict):
@@ -125,6 +141,11 @@ def _prepare_request(request: HttpRequest):
     if isinstance(admission, Refused):
         return _json(admission.body, admission.status)
     return admission.query, admission.requester, admission.slot
+
+
+def _not_json(constant: str):
+    """NaN and Infinity are Python's, not JSON's: refused as /api/chat's parser refuses them."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 async def _ui_message_stream(runner: TurnRunner, preface, slot):
@@ -197,16 +218,23 @@ def _error_json(exc: BaseException) -> JsonResponse:
 
 
 class ChatView(APIView):
-    """POST /api/chat — the same turn as `/api/chat/stream`, answered as one JSON object."""
+    """POST /api/chat — the same turn as `/api/chat/stream`, answered as one JSON object, let in
+    by the same admission: its rate limits, and a slot of the caller's concurrent answers held
+    until the turn ends (a JSON answer costs the server what a stream costs)."""
 
-    throttle_classes = CHAT_THROTTLES
+    throttle_classes = ()  # the admission's: one count per question, as on the other transports
 
     # 403: costly options asked for anonymously; 404: a knowledge base or conversation the caller
-    # may not read; 502 / 503: the model or the database failed (the question is kept).
-    @extend_schema(request=ChatRequestInput, responses={200: ChatTurnOutput, **error_responses(403, 404, 502, 503)})
+    # may not read; 429: rate limit or concurrent answers; 502 / 503: the model or the database
+    # failed (the question is kept).
+    @extend_schema(request=ChatRequestInput, responses={200: ChatTurnOutput, **error_responses(403, 404, 429, 502, 503)})
     def post(self, request: Request) -> Response:
-        query = ChatRequestInput.query_from(request.data, user=request.user)
-        result = RAGService().answer(query=query, requester=requester_for(request, claim_session=True))
+        admission = admit_question(caller=request, body=request.data, session=request.session)
+        if isinstance(admission, Refused):
+            retry = {"Retry-After": str(admission.retry_after)} if admission.retry_after is not None else None
+            return Response(admission.body, status=admission.status, headers=retry)
+        with admission.slot.held():
+            result = RAGService().answer(query=admission.query, requester=admission.requester)
         return Response(result.as_dict())
 
 

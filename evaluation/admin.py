@@ -75,11 +75,8 @@ class EvalSetAdmin(KnowledgeScopedAdmin):
             knowledge_bases=knowledge_bases_with_role(request.user, Role.EDITOR),
             require_knowledge_base=not request.user.is_superuser,
         )
-        if request.method == "POST" and form.is_valid():
-            # Importing under an existing name replaces that set's questions: only its editors may.
-            existing = EvalSet.objects.filter(name=form.cleaned_data["name"]).select_related("knowledge_base").first()
-            if existing is not None and not self.has_change_permission(request, existing):
-                form.add_error("name", _("同名评测集已存在，且你不能修改它。请换一个名称。"))
+        # Names are per knowledge base and the form offers only those the user edits (superusers:
+        # any, or none), so an existing name is always a set the user may replace.
         if request.method == "POST" and form.is_valid():
             upload, qrels = form.cleaned_data["file"], form.cleaned_data["qrels"]
             try:

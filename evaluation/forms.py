@@ -7,7 +7,7 @@ from knowledge.models import KnowledgeBase
 
 
 class ImportEvalSetForm(forms.Form):
-    name = forms.CharField(label=_("名称"), max_length=120, help_text=_("同名评测集会按编号更新，重复导入同一文件不会产生变化。"))
+    name = forms.CharField(label=_("名称"), max_length=120, help_text=_("所选知识库中的同名评测集会按编号更新，重复导入同一文件不会产生变化。"))
     file = forms.FileField(
         label=_("文件"),
         help_text=_("JSONL、CSV 或 XLSX，每行一个问题：问题、期望文档（标题、文件名或外部 ID）、期望分块、参考答案、可回答。多个值用 | 分隔。"),

@@ -17,7 +17,9 @@ from knowledge.models import KnowledgeBase, KnowledgeBaseVersion
 
 
 class EvalSet(models.Model):
-    name = models.CharField(_("名称"), max_length=120, unique=True)
+    # Unique within its knowledge base: each knowledge base's people name their sets without
+    # meeting (or learning) the names of sets in knowledge bases they cannot see.
+    name = models.CharField(_("名称"), max_length=120)
     description = models.TextField(_("说明"), blank=True)
     knowledge_base = models.ForeignKey(
         KnowledgeBase, verbose_name=_("知识库"), null=True, blank=True, on_delete=models.SET_NULL,
@@ -45,6 +47,7 @@ class EvalSet(models.Model):
             models.UniqueConstraint(
                 fields=["knowledge_base"], condition=Q(is_default=True), name="eval_set_one_default_per_kb"
             ),
+            models.UniqueConstraint(fields=["knowledge_base", "name"], name="eval_set_unique_name_per_kb"),
         ]
 
     def __str__(self) -> str:

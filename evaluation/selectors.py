@@ -1,10 +1,22 @@
-"""Reads of evaluation facts: comparing two runs question by question."""
+"""Reads of evaluation facts: finding a set by name, comparing two runs question by question."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .models import EvalCaseResult, EvalRun
+from django.db.models import F, Q
+
+from .models import EvalCaseResult, EvalRun, EvalSet
+
+
+def eval_set_named(*, name: str, kb_slug: str) -> EvalSet | None:
+    """The set called `name` of the knowledge base `kb_slug` (names are per knowledge base),
+    else the one of that name that belongs to no knowledge base."""
+    return (
+        EvalSet.objects.filter(Q(knowledge_base__slug=kb_slug) | Q(knowledge_base__isnull=True), name=name)
+        .order_by(F("knowledge_base").asc(nulls_last=True), "pk")
+        .first()
+    )
 
 
 @dataclass(frozen=True)

@@ -43,21 +43,23 @@ def import_eval_set(
     description: str = "",
     actor=None,
 ) -> ImportOutcome:
-    """Create or replace the set's cases from `cases` (matched by key): importing the same
-    file twice changes nothing; a case that left the file is removed (its past results keep
-    their copy of the question)."""
+    """Create or replace the cases of `knowledge_base`'s set named `name` (names are per
+    knowledge base; None: the sets of no knowledge base) from `cases`, matched by key:
+    importing the same file twice changes nothing; a case that left the file is removed (its
+    past results keep their copy of the question)."""
     name = name.strip()
     if not name:
         raise ValidationFailed(_("请填写评测集名称。"), code="eval_set_name_required")
     if default and knowledge_base is None:
         raise ValidationFailed(_("默认评测集必须属于一个知识库。"), code="default_needs_kb")
-    eval_set, _created = EvalSet.objects.select_for_update().get_or_create(
-        name=name[:120], defaults={"created_by": _user_or_none(actor)}
-    )
-    if knowledge_base is not None and knowledge_base.pk != eval_set.knowledge_base_id:
-        # Moving to another knowledge base: it is not that one's default unless asked.
-        eval_set.knowledge_base = knowledge_base
-        eval_set.is_default = False
+    sets = EvalSet.objects.select_for_update()
+    try:
+        eval_set, _created = sets.get_or_create(
+            knowledge_base=knowledge_base, name=name[:120], defaults={"created_by": _user_or_none(actor)}
+        )
+    except EvalSet.MultipleObjectsReturned:
+        # Only sets of no knowledge base can share a name: those left by deleted knowledge bases.
+        eval_set = sets.filter(knowledge_base=None, name=name[:120]).order_by("pk").first()
     if default:
         # One default per knowledge base: the previous one steps down in the same transaction.
         EvalSet.objects.filter(knowledge_base=knowledge_base, is_default=True).exclude(pk=eval_set.pk).update(is_default=False)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils.translation import gettext as _
 
 from ragsite.errors import Forbidden, NotFound
@@ -144,16 +144,8 @@ def holds_role_anywhere(user: User | None, role: Role) -> bool:
     return held[role]
 
 
-def require_role(*, user: User | None, kb: KnowledgeBase, role: Role) -> Role:
-    """The user's role on `kb` when it is at least `role`; NotFound / Forbidden otherwise."""
-    held = role_in(user, kb)
-    if held < Role.READER:
-        raise NotFound(_("知识库 %(kb)s 不存在或无权访问。") % {"kb": kb.slug}, code="knowledge_base_not_found")
-    if held < role:
-        if role == Role.PUBLISHER:
-            raise Forbidden(_("只有该知识库的发布者可以进行此操作。"), code="publisher_required")
-        raise Forbidden(_("只有该知识库的编辑者可以进行此操作。"), code="editor_required")
-    return held
+def _knowledge_base_not_found(named: object) -> NotFound:
+    return NotFound(_("知识库 %(kb)s 不存在或无权访问。") % {"kb": named}, code="knowledge_base_not_found")
 
 
 def access_knowledge_base(*, user: User | None, kb_id: str, role: Role = Role.READER) -> KnowledgeBase:
@@ -167,11 +159,24 @@ def access_knowledge_base_by_pk(*, user: User | None, pk: int, role: Role = Role
 
 
 def _access(*, user: User | None, role: Role, named: object, **lookup) -> KnowledgeBase:
-    kb = KnowledgeBase.objects.filter(**lookup).select_related("active_version").first()
-    if kb is None:
-        raise NotFound(_("知识库 %(kb)s 不存在或无权访问。") % {"kb": named}, code="knowledge_base_not_found")
+    # Looked up through what the user may read, in one query: a knowledge base they may not
+    # read is then missing by construction, with the same answer (naming only what the caller
+    # named) and the same work as one that does not exist.
+    kb = readable_knowledge_bases(user).filter(**lookup).select_related("active_version").first()
+    if kb is None or role_in(user, kb) < Role.READER:
+        raise _knowledge_base_not_found(named)
     require_role(user=user, kb=kb, role=role)
     return kb
+
+
+def require_role(*, user: User | None, kb: KnowledgeBase, role: Role) -> None:
+    """Forbidden when `user` holds less than `role` on `kb`, a knowledge base they may read
+    (one that an `access_*` call returned): whether it exists is not this check's to say."""
+    if role_in(user, kb) >= role:
+        return
+    if role == Role.PUBLISHER:
+        raise Forbidden(_("只有该知识库的发布者可以进行此操作。"), code="publisher_required")
+    raise Forbidden(_("只有该知识库的编辑者可以进行此操作。"), code="editor_required")
 
 
 def readable_versions(*, user: User | None, kb: KnowledgeBase) -> QuerySet[KnowledgeBaseVersion]:
@@ -216,28 +221,42 @@ def published_documents(queryset: QuerySet[Document], kb: KnowledgeBase) -> Quer
     return queryset.filter(versions=kb.active_version_id)
 
 
-def _readable_document(user: User | None, document: Document) -> bool:
-    kb = document.knowledge_base
-    role = role_in(user, kb)
-    if role >= Role.EDITOR:
-        return True
-    return role >= Role.READER and published_documents(Document.objects.filter(pk=document.pk), kb).exists()
+def openable_documents(user: User | None) -> QuerySet[Document]:
+    """Documents `user` may open in any knowledge base: every one of those they edit, the
+    published ones of those they read. One queryset, so a row they may not open costs the
+    same lookup as a row that does not exist."""
+    documents = Document.objects.all()
+    if is_superuser(user):
+        return documents
+    published = KnowledgeBaseVersion.documents.through.objects.filter(
+        document_id=OuterRef("pk"), knowledgebaseversion_id=OuterRef("knowledge_base__active_version_id"),
+    )
+    return documents.filter(
+        Q(knowledge_base__in=knowledge_bases_with_role(user, Role.EDITOR))
+        | (Q(knowledge_base__in=readable_knowledge_bases(user)) & Exists(published))
+    )
 
 
 def access_asset(*, user: User | None, asset_id: int) -> DocumentAsset:
     """An image asset, readable when its document is (published, or the user edits the KB)."""
-    asset = DocumentAsset.objects.select_related("document__knowledge_base").filter(pk=asset_id).first()
-    if asset is not None and _readable_document(user, asset.document):
-        return asset
-    raise NotFound(_("资源 %(id)s 不存在或无权访问。") % {"id": asset_id}, code="asset_not_found")
+    asset = (
+        DocumentAsset.objects.filter(pk=asset_id, document__in=openable_documents(user))
+        .select_related("document__knowledge_base").first()
+    )
+    if asset is None:
+        raise NotFound(_("资源 %(id)s 不存在或无权访问。") % {"id": asset_id}, code="asset_not_found")
+    return asset
 
 
 def access_chunk(*, user: User | None, chunk_id: int) -> Chunk:
     """A chunk, readable when its document is (published, or the user edits the KB)."""
-    chunk = Chunk.objects.select_related("document__knowledge_base").filter(pk=chunk_id).first()
-    if chunk is not None and _readable_document(user, chunk.document):
-        return chunk
-    raise NotFound(_("分块 %(id)s 不存在或无权访问。") % {"id": chunk_id}, code="chunk_not_found")
+    chunk = (
+        Chunk.objects.filter(pk=chunk_id, document__in=openable_documents(user))
+        .select_related("document__knowledge_base").first()
+    )
+    if chunk is None:
+        raise NotFound(_("分块 %(id)s 不存在或无权访问。") % {"id": chunk_id}, code="chunk_not_found")
+    return chunk
 
 
 def readable_faqs(*, user: User | None, kb: KnowledgeBase) -> QuerySet[FAQ]:

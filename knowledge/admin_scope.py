@@ -9,6 +9,8 @@ Superusers see everything.
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import get_fields_from_path
+from django.db.models import Q
 from django.utils.translation import gettext as _
 
 from .access import Role, holds_role_anywhere, is_superuser, knowledge_bases_with_role, role_in
@@ -74,10 +76,11 @@ class KnowledgeScopedAdmin(admin.ModelAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_list_filter(self, request):
-        # The sidebar lists the knowledge bases of the rows shown, not every name in the system.
+        # The sidebar names related rows (knowledge bases, evaluation sets, ...) of the rows
+        # shown and that the user may see, not every name in the system.
         return [
-            (name, admin.RelatedOnlyFieldListFilter)
-            if isinstance(name, str) and name.split("__")[-1] == "knowledge_base" else name
+            (name, VisibleRelatedFilter)
+            if isinstance(name, str) and get_fields_from_path(self.model, name)[-1].is_relation else name
             for name in super().get_list_filter(request)
         ]
 
@@ -92,6 +95,21 @@ class KnowledgeScopedAdmin(admin.ModelAdmin):
                  else _("已跳过 %(n)s 项：只有知识库的编辑者可以进行此操作。")) % {"n": refused},
             )
         return queryset.filter(pk__in=permitted)
+
+
+class VisibleRelatedFilter(admin.RelatedOnlyFieldListFilter):
+    """A relation's filter listing the related rows of the rows shown, and of those only the ones
+    the user may see on their own admin pages: a run that used another knowledge base's
+    evaluation set does not name that set to someone who does not edit it."""
+
+    def field_choices(self, field, request, model_admin):
+        shown = Q(pk__in=model_admin.get_queryset(request).distinct().values_list(f"{self.field_path}__pk", flat=True))
+        related_admin = model_admin.admin_site._registry.get(field.related_model)
+        if isinstance(related_admin, KnowledgeScopedAdmin):
+            visible = related_admin.scoped(field.related_model._default_manager.all(), request.user, related_admin.view_role)
+            shown &= Q(pk__in=visible.values("pk"))
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        return field.get_choices(include_blank=False, limit_choices_to=shown, ordering=ordering)
 
 
 class KnowledgeScopedInline:

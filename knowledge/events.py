@@ -11,13 +11,9 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
-from .eventstream import send
+from .eventstream import kb_channel, send
 
 logger = logging.getLogger(__name__)
-
-
-def kb_channel(kb_id: int) -> str:
-    return f"kb-{kb_id}"
 
 
 def publish_kb_event(*, kb_id: int, event: str, data: dict[str, Any]) -> None:

@@ -24,8 +24,20 @@ from .access import Role, access_knowledge_base_by_pk
 logger = logging.getLogger(__name__)
 
 
+# Where an EventSource that cannot send a Last-Event-ID header says where to resume.
+RESUME_PARAMETER = "lastEventId"
+
+
+def kb_channel(kb_id: int) -> str:
+    return f"kb-{kb_id}"
+
+
 class KnowledgeChannelManager(DefaultChannelManager):
     """`kb-<id>` channels carry ingestion progress, which only the knowledge base's editors watch."""
+
+    def get_channels_for_request(self, request, view_kwargs) -> set[str]:
+        # The URL's knowledge base and nothing else: never channels named in the query string.
+        return {kb_channel(int(view_kwargs["kb_id"]))}
 
     def can_read_channel(self, user, channel: str) -> bool:
         prefix, _, kb_id = channel.partition("-")

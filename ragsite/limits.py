@@ -1,4 +1,4 @@
-"""Answers streaming at once per caller (SSE and WebSocket), counted in the Django cache.
+"""Answers running at once per caller (SSE, WebSocket and JSON), counted in the Django cache.
 
 A caller (a signed-in user, or an anonymous client IP as the throttles see it) has N slots, the
 cache keys `streams:<caller>:0..N-1`; a stream takes the first free one with the cache's atomic
@@ -6,16 +6,20 @@ cache keys `streams:<caller>:0..N-1`; a stream takes the first free one with the
 expires after RAG_STREAM_SLOT_TTL_SECONDS unless its stream renews it, which it does every third
 of that while its turn's worker runs. A process that dies mid-stream therefore frees its slots
 within one TTL; a live one frees them when the stream ends (or, at the latest, when the turn's
-worker thread finishes, even if nobody ever read the response).
+worker thread finishes, even if nobody ever read the response). A JSON answer is a stream
+consumed to its end before the response: it holds its slot the same way for as long.
 
-The slot's cache calls are single key operations made from the event loop: microseconds with
-the in-process cache, one loopback round trip with Redis.
+The slot's cache calls are single key operations made from the event loop (for a JSON answer,
+from a helper thread): microseconds with the in-process cache, one loopback round trip with Redis.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.core.cache import cache
@@ -45,6 +49,25 @@ class StreamSlot:
         self._stop_renewal()
         if cache.get(self.key) == self.token:
             cache.delete(self.key)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Renew the lease while the block runs in this thread (a turn answered as one JSON
+        object), then release it. The renewals come from a helper thread: the block is busy."""
+        finished = threading.Event()
+
+        def renew_until_finished() -> None:
+            while not finished.wait(max(self.ttl / 3, 0.1)):
+                self.renew()
+
+        renewal = threading.Thread(target=renew_until_finished, name="stream-slot-renewal", daemon=True)
+        renewal.start()
+        try:
+            yield
+        finally:
+            finished.set()
+            renewal.join()
+            self.release()
 
     def hold_while(self, work: asyncio.Future) -> None:
         """Renew the lease until `work` (the turn's worker) is done, then release it."""
@@ -85,6 +108,13 @@ class _Unlimited(StreamSlot):
     def release(self) -> None:
         self.released = True
         self._stop_renewal()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        try:  # nothing to renew
+            yield
+        finally:
+            self.release()
 
 
 def acquire_stream_slot(caller) -> StreamSlot | None:

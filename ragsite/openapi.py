@@ -121,7 +121,7 @@ def describe_chat_stream(result, generator, request, public):
                     # Before OpenAPI 3.2 an event stream's schema describes each event.
                     "content": {"text/event-stream": {"schema": SSE_EVENT}},
                 },
-                **{code: response for code, response in chat["responses"].items() if code not in ("200", "415")},
+                **{code: response for code, response in chat["responses"].items() if code != "200"},
             },
         }
     }

@@ -60,4 +60,4 @@ def test_lists_are_pages(schema):
 def test_the_chat_stream_is_described(schema):
     stream = schema["paths"]["/api/chat/stream"]["post"]
     assert "text/event-stream" in stream["responses"]["200"]["content"]
-    assert {"400", "401", "403", "404", "429"} <= set(stream["responses"])
+    assert {"400", "401", "403", "404", "415", "429"} <= set(stream["responses"])

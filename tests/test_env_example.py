@@ -49,7 +49,10 @@ def test_a_copy_of_env_example_passes_manage_py_check(tmp_path):
     assert check.returncode == 0, check.stderr[-2000:]
     assert probe.returncode == 0, probe.stderr[-2000:]
     values = json.loads(probe.stdout.strip().splitlines()[-1])
-    assert values["secret"] == "local-only-insecure-key-do-not-deploy"
+    # no key ships with the project: this copy generated its own under var/ and kept it
+    key_file = project / "var" / "secret_key"
+    assert values["secret"] == key_file.read_text().strip() and len(values["secret"]) >= 50
+    assert key_file.stat().st_mode & 0o777 == 0o600
     assert values["db"] == "django.db.backends.sqlite3"
     assert values["provider"] == "local"
     assert values["milvus"].endswith(".db") and values["var"] == str(project / "var")

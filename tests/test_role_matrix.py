@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import httpx
 import pytest
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth.models import Group, User
 from django.contrib.contenttypes.models import ContentType as DjangoContentType
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import transaction
+from django.contrib.messages import get_messages
+from django.db import connection, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import URLPattern, URLResolver, get_resolver
 from PIL import Image
 from rest_framework.authtoken.models import Token
@@ -35,7 +39,7 @@ from chat.models import Conversation, Message, QueryTrace
 from evaluation.models import EvalCase, EvalRun, EvalSet
 from knowledge import services
 from knowledge.access import Role
-from knowledge.models import Chunk, DocumentAsset, DocumentStatus, KnowledgeBase, Visibility
+from knowledge.models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, Visibility
 from tests.chat.conftest import csrf_pair, live_chat_server, post_stream, session_cookie_for, ws_url
 from tests.conftest import make_document, make_kb, make_ready_version
 
@@ -110,6 +114,9 @@ def world(db, media_root) -> World:
     eval_set = EvalSet.objects.create(name=f"{SECRET} 评测", knowledge_base=kb)
     EvalCase.objects.create(eval_set=eval_set, key="1", question=f"{SECRET} 评测问题")
     runs = [EvalRun.objects.create(eval_set=eval_set, label=f"{SECRET} run {n}", knowledge_base=kb) for n in (1, 2)]
+    # The other knowledge base's evaluation: its editor's admin lists have rows (and filters) of their own.
+    other_set = EvalSet.objects.create(name="其他评测", knowledge_base=other)
+    EvalRun.objects.create(eval_set=other_set, label="其他 run", knowledge_base=other)
     token = Token.objects.create(user=users["superuser"])
     return World(users=users, kb=kb, ids={
         "v1": v1.number, "v2": v2.number, "published": published.pk, "failed": failed.pk, "chunk": chunk.pk,
@@ -156,6 +163,9 @@ API: dict[str, list[Call]] = {
         Call("GET", "reader", "/api/knowledge-bases/{kb}/"),
         Call("PATCH", "editor", "/api/knowledge-bases/{kb}/", {"name": "改名"}),
         Call("PATCH", "publisher", "/api/knowledge-bases/{kb}/", {"visibility": "public"}),
+        # Who may change it is asked before the body is read: to outsiders a hidden knowledge
+        # base is missing whatever the body says (served: the group named does not exist).
+        Call("PATCH", "publisher", "/api/knowledge-bases/{kb}/", {"editor_groups": ["没有这个组"]}),
     ],
     "api/knowledge-bases/<str:kb_id>/reanalyse/": [Call("POST", "editor", "/api/knowledge-bases/{kb}/reanalyse/")],
     "api/knowledge-bases/<str:kb_id>/versions/": [
@@ -466,6 +476,24 @@ def test_admin_lists_show_only_the_rows_the_persona_edits(world, persona):
         assert shows == (persona in STAFF and ROLE_ON_SECRET[persona] >= Role.EDITOR), f"{key} as {persona}"
 
 
+
+def test_conversations_of_a_knowledge_base_no_longer_readable_are_gone_for_their_owner(world):
+    # given: the member's conversation on the restricted knowledge base, and the member then
+    # leaving the group that may read it
+    own_elsewhere = Conversation.objects.create(
+        knowledge_base=KnowledgeBase.objects.get(slug="other-kb"), user=world.users["member"], title="别处的会话",
+    )
+    world.users["member"].groups.clear()
+    client = _client(world, "member")
+    # when
+    listing = client.get("/api/chat/conversations")
+    filtered = client.get("/api/chat/conversations", {"knowledge_base_id": world.kb.slug})
+    detail = client.get(f"/api/chat/conversations/{world.ids['conversation']}")
+    # then: what remains readable is listed; the rest is not there, as for a missing one
+    assert [c["id"] for c in listing.json()["results"]] == [str(own_elsewhere.pk)]
+    assert filtered.json()["results"] == [] and SECRET not in listing.content.decode() + filtered.content.decode()
+    assert detail.status_code == 404 and detail.json()["code"] == "conversation_not_found"
+
 # --- streams, against daphne ------------------------------------------------------------------
 
 
@@ -525,3 +553,161 @@ def test_websocket_routes_are_all_in_the_matrix():
 
     # then: the one WebSocket route is walked by test_streams_follow_the_roles
     assert [str(p.pattern) for p in websocket_urlpatterns] == ["ws/chat/"]
+
+
+# --- hidden answers like missing ----------------------------------------------------------------
+
+OUTSIDERS = [persona for persona in PERSONAS if ROLE_ON_SECRET[persona] == Role.NONE]
+ABSENT_SLUG = "absent-kb"  # as long as "secret-kb": equal answers have equal lengths
+CLOCK_HEADERS = {"date", "expires"}  # the time of the answer, not what it says
+
+
+def _absent_like(model, pk):
+    """An id no row of `model` has, written with as many characters as `pk`."""
+    if isinstance(pk, uuid.UUID):
+        return uuid.uuid4()
+    taken = set(model.objects.values_list("pk", flat=True))
+    digits = len(str(pk))
+    return next(n for n in range(10 ** (digits - 1), 10 ** digits) if n not in taken)
+
+
+@dataclass(frozen=True)
+class Twin:
+    """One request about a hidden object and the same request about a missing one."""
+
+    persona: str
+    method: str
+    hidden_path: str
+    body: dict | None
+    multipart: bool
+    hidden: str  # the hidden object's identifier as it appears in the request
+    missing: str  # a missing object's, of the same length
+
+    def missing_path(self) -> str:
+        return self.hidden_path.replace(self.hidden, self.missing)
+
+    def missing_body(self) -> dict | None:
+        return None if self.body is None else json.loads(json.dumps(self.body).replace(self.hidden, self.missing))
+
+
+def _hidden_twins(world: World) -> list[Twin]:
+    values = _placeholders(world)
+    absent = {
+        "kb": ABSENT_SLUG, "kb_pk": _absent_like(KnowledgeBase, world.kb.pk),
+        "asset": _absent_like(DocumentAsset, values["asset"]), "chunk": _absent_like(Chunk, values["chunk"]),
+        "conversation": uuid.uuid4(),
+    }
+    twins = []
+    for calls in API.values():
+        for call in calls:
+            if call.need in ("anyone", "creator") or (call.live and "/events/" not in call.path):
+                continue
+            # The object the request is about: the knowledge base (in the path or the body), else
+            # the asset, chunk or conversation.
+            name = next((n for n in ("kb", "kb_pk", "asset", "chunk", "conversation") if "{" + n + "}" in call.path), "kb")
+            personas = [p for p in PERSONAS if p != "member"] if call.need == "owner" else OUTSIDERS
+            for persona in personas:
+                twins.append(Twin(persona, call.method, call.path.format(**values), call.body, call.multipart,
+                                  str(values[name]), str(absent[name])))
+    # The admin's pages about one row of the knowledge base, for its editors.
+    pages = []
+    for path, who in ADMIN_PAGES.values():
+        named = re.findall(r"\{(\w+)\}", path)
+        if who in ("editor", "editor-post") and len(named) == 1:
+            pages.append(("POST" if who == "editor-post" else "GET", path, named[0]))
+    for key, model in ADMIN_MODELS.items():
+        if model.scope == SCOPED:
+            pages += [("GET", f"/admin/{key}/{{{model.obj}}}/{suffix}", model.obj) for suffix in ("change/", "history/", "delete/")]
+            absent.setdefault(model.obj, _absent_like(apps.get_model(*key.split("/")), values[model.obj]))
+    absent.setdefault("failed", _absent_like(Document, values["failed"]))
+    for method, path, name in pages:
+        twins += [Twin(p, method, path.format(**values), None, False, str(values[name]), str(absent[name])) for p in OUTSIDERS]
+    return twins
+
+
+def _as_missing(text: str, hidden: str, missing: str) -> str:
+    """`text` with the hidden object's identifier, where it stands alone, written as the missing one's."""
+    return re.sub(rf"(?<![0-9A-Za-z-]){re.escape(hidden)}(?![0-9A-Za-z-])", missing, text)
+
+
+def _comparable(response, content: str, *, hidden: str, missing: str) -> dict:
+    """What a client can observe of an answer. Identifiers are as long as each other, so the
+    lengths are compared as they are."""
+    headers = {name.lower(): _as_missing(value, hidden, missing) if name.lower() == "location" else value
+               for name, value in response.items() if name.lower() not in CLOCK_HEADERS}
+    # The admin says "not found" in a flash message, kept in a signed cookie: compare its text.
+    notes = [_as_missing(str(m), hidden, missing) for m in get_messages(response.wsgi_request)]
+    return {"status": response.status_code, "headers": headers, "cookies": sorted(response.cookies),
+            "messages": notes, "body": _as_missing(content, hidden, missing)}
+
+
+def test_hidden_objects_answer_exactly_like_missing_ones(world):
+    # given: requests about the restricted knowledge base (and its rows) by people who may not
+    # read it, each beside the same request about an object that does not exist
+    failures = []
+    for twin in _hidden_twins(world):
+        # when: each from a fresh browser (the admin's flash messages stay in the client's cookies)
+        first, second = _client(world, twin.persona), _client(world, twin.persona)
+        with CaptureQueriesContext(connection) as hidden_queries:
+            hidden, hidden_body = _send(first, twin.method, twin.hidden_path, twin.body, twin.multipart)
+        with CaptureQueriesContext(connection) as missing_queries:
+            missing, missing_body = _send(second, twin.method, twin.missing_path(), twin.missing_body(), twin.multipart)
+        # then: the same status, headers and body, and the same amount of database work
+        seen = _comparable(hidden, hidden_body, hidden=twin.hidden, missing=twin.missing)
+        expected = _comparable(missing, missing_body, hidden=twin.hidden, missing=twin.missing)
+        where = f"{twin.method} {twin.hidden_path} as {twin.persona}"
+        if seen != expected:
+            failures.append(f"{where}: " + repr({k: (seen[k], expected[k]) for k in seen if seen[k] != expected[k]}))
+        elif len(hidden_queries) != len(missing_queries):
+            failures.append(f"{where}: {len(hidden_queries)} queries for hidden, {len(missing_queries)} for missing")
+    assert failures == [], "\n".join(failures)
+
+
+def _observed(response: httpx.Response, *, hidden: str, missing: str) -> dict:
+    headers = []
+    for name, value in response.headers.multi_items():
+        if name == "set-cookie":  # a new anonymous session each time: its name and flags, not its key or clock
+            value = re.sub(r"; expires=[^;]*", "", re.sub(r"^([^=]+)=[^;]*", r"\1=…", value))
+        if name not in CLOCK_HEADERS:
+            headers.append((name, value))
+    return {"status": response.status_code, "headers": sorted(headers), "body": _as_missing(response.text, hidden, missing)}
+
+
+def _first_turn_event(base_url: str, cookies: dict, question: dict) -> str:
+    """The WebSocket's first event after `question` that is not a status."""
+    header = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())}
+    with connect(ws_url(base_url), origin=base_url, additional_headers=header, proxy=None, open_timeout=30) as socket:
+        socket.send(json.dumps({"type": "question", **question}))
+        event = socket.recv(timeout=60)
+        while json.loads(event)["type"] == "status":
+            event = socket.recv(timeout=60)
+    return event
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hidden_knowledge_bases_answer_like_missing_ones_on_the_live_transports(world):
+    # given: daphne, and the people who may not read the restricted knowledge base
+    failures = []
+    hidden_pk, missing_pk = str(world.kb.pk), str(_absent_like(KnowledgeBase, world.kb.pk))
+    with live_chat_server() as base_url:
+        for persona in OUTSIDERS:
+            cookies, headers = _live_identity(world, persona)
+            answers = {}
+            for which, slug, pk in (("hidden", world.kb.slug, hidden_pk), ("missing", ABSENT_SLUG, missing_pk)):
+                # when: the JSON answer, the SSE answer, the ingestion stream and the WebSocket
+                with httpx.Client(base_url=base_url, cookies=cookies, timeout=60) as client:
+                    answers[which] = {
+                        "chat": (client.post("/api/chat", json=_question(slug), headers=headers), slug),
+                        "chat stream": (client.post("/api/chat/stream", json=_question(slug), headers=headers), slug),
+                        "events": (client.get(f"/events/kb/{pk}/"), pk),
+                    }
+                answers[which]["websocket"] = _first_turn_event(base_url, cookies, _question(slug))
+            # then: each answer about the hidden one reads as the answer about the missing one
+            for transport in ("chat", "chat stream", "events"):
+                (hidden, hidden_id), (missing, missing_id) = answers["hidden"][transport], answers["missing"][transport]
+                seen, expected = (_observed(r, hidden=hidden_id, missing=missing_id) for r in (hidden, missing))
+                if seen != expected:
+                    failures.append(f"{transport} as {persona}: {seen} != {expected}")
+            if _as_missing(answers["hidden"]["websocket"], world.kb.slug, ABSENT_SLUG) != answers["missing"]["websocket"]:
+                failures.append(f"websocket as {persona}: {answers['hidden']['websocket']} != {answers['missing']['websocket']}")
+    assert failures == [], "\n".join(failures)

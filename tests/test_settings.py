@@ -92,6 +92,58 @@ def test_local_defaults_are_embedded_and_offline(tmp_path):
     assert config["embedding"] == ["local-e5-small-v1", 384]
 
 
+def _secret_key(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["secret_key"]
+
+
+def run_secret_probe(env: dict[str, str], var_dir: Path) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "RAG_"))}
+    probe = "import json, django; from django.conf import settings; django.setup(); print(json.dumps({'secret_key': settings.SECRET_KEY}))"
+    return subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**clean, "DJANGO_SETTINGS_MODULE": "ragsite.settings.local", "RAGSITE_VAR_DIR": str(var_dir), **env},
+    )
+
+
+def test_local_mode_generates_a_secret_key_per_installation_and_keeps_it(tmp_path):
+    # when: two installations start, the first one twice
+    first = _secret_key(run_secret_probe({}, tmp_path / "one"))
+    again = _secret_key(run_secret_probe({}, tmp_path / "one"))
+    other = _secret_key(run_secret_probe({}, tmp_path / "two"))
+
+    # then: each has its own random key, kept under var/ for its owner's eyes only
+    key_file = tmp_path / "one" / "secret_key"
+    assert first == again == key_file.read_text().strip()
+    assert other != first and len(first) >= 50
+    assert key_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_local_mode_takes_the_environments_secret_key_first(tmp_path):
+    # when
+    key = _secret_key(run_secret_probe({"DJANGO_SECRET_KEY": "k" * 40}, tmp_path))
+
+    # then: nothing generated
+    assert key == "k" * 40
+    assert not (tmp_path / "secret_key").exists()
+
+
+def test_processes_starting_together_agree_on_one_key(tmp_path):
+    # given: web and worker of a fresh installation, started at the same moment
+    probes = [subprocess.Popen(
+        [sys.executable, "-c", "from pathlib import Path; from ragsite.secret_key import installation_secret_key; "
+         f"print(installation_secret_key(Path({str(tmp_path / 'secret_key')!r})))"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    ) for _ in range(4)]
+
+    # when
+    keys = {probe.communicate(timeout=60)[0].strip() for probe in probes}
+
+    # then: one key, the stored one, and no leftover draft beside it
+    assert keys == {(tmp_path / "secret_key").read_text().strip()}
+    assert [path.name for path in tmp_path.iterdir()] == ["secret_key"]
+
+
 def test_the_hashing_embedder_stays_selectable(tmp_path):
     # when
     result = run_settings(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -27,6 +28,7 @@ from tests.chat.conftest import (
     of_type,
     post_stream,
     session_cookie_for,
+    streamed_chat_requests,
     ws_url,
 )
 from tests.conftest import REDIS_URL, redis_test_prefix
@@ -149,6 +151,30 @@ def test_a_user_streams_at_most_n_answers_at_once_over_sse_and_websocket(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_json_answer_holds_a_slot_of_the_same_limit_until_its_turn_ends(chat_kb, openai_provider, settings, member_user):
+    # given: one answer at a time per user, and a model that is slow to answer
+    settings.RAG_MAX_STREAMS_PER_USER = 1
+    openai_provider.enqueue("openai.chat", Answer(text="星河X3 的保修期为 24 个月。", first_delay=3.0))
+    body = {"knowledge_base_id": chat_kb.slug, "question": RAG_QUESTION, "enable_query_rewrite": False}
+    cookies, csrf = csrf_pair()
+    member = {**session_cookie_for(member_user), **cookies}
+    with live_chat_server() as base_url, httpx.Client(base_url=base_url, cookies=member, timeout=60) as client:
+        with ThreadPoolExecutor(max_workers=1) as pool, httpx.Client(base_url=base_url, cookies=member, timeout=60) as other:
+            pending = pool.submit(other.post, "/api/chat", json=body, headers=csrf)
+            # when: the same user asks again, over either transport, while the JSON turn waits on the model
+            assert eventually(lambda: streamed_chat_requests(openai_provider))
+            second_json = client.post("/api/chat", json={**body, "question": GREETING}, headers=csrf)
+            stream, parts = post_stream(base_url, {**body, "question": GREETING}, cookies=member, headers=csrf)
+            first = pending.result(timeout=60)
+        # when: the JSON turn has ended
+        after = client.post("/api/chat", json={**body, "question": GREETING}, headers=csrf)
+    # then: refused as a stream is refused while it ran, free again once it ended
+    assert first.status_code == 200 and "24 个月" in first.json()["answer"]
+    assert (second_json.status_code, second_json.json()["code"]) == (429, "too_many_streams")
+    assert (stream.status_code, stream.json()["code"], parts) == (429, "too_many_streams", [])
+    assert after.status_code == 200
+
+@pytest.mark.django_db(transaction=True)
 def test_anonymous_streams_are_capped_per_client_ip(chat_kb, openai_provider, settings):
     # given
     settings.RAG_MAX_STREAMS_PER_ANON_IP = 1
@@ -233,6 +259,21 @@ def test_a_live_stream_renews_its_slot_until_its_worker_ends(slot_cache, setting
     assert during is None
     assert after is not None
 
+
+def test_a_json_answer_renews_its_slot_while_its_turn_runs_in_the_thread(slot_cache, settings):
+    # given
+    settings.RAG_MAX_STREAMS_PER_ANON_IP = 1
+    settings.RAG_STREAM_SLOT_TTL_SECONDS = 1
+    caller = _anonymous("198.51.100.22")
+    slot = acquire_stream_slot(caller)
+    # when: the turn runs for over twice the lease, in the thread holding the slot
+    with slot.held():
+        time.sleep(2.5)
+        during = acquire_stream_slot(caller)
+    after = acquire_stream_slot(caller)
+    # then: held while the turn ran, free as soon as it ended
+    assert during is None
+    assert after is not None
 
 def test_slots_are_per_caller(slot_cache, settings):
     # given

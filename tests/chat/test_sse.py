@@ -323,6 +323,30 @@ def test_session_requests_need_the_csrf_token(chat_kb, member_user):
     assert conversation.user == member_user
 
 
+def test_a_signed_in_browsers_body_that_is_not_json_is_refused_as_the_json_endpoint_refuses_it(member_user):
+    # given: a signed-in browser with its CSRF token, and a knowledge base
+    kb = make_kb(visibility=Visibility.PUBLIC)
+    csrf_cookie, csrf_header = csrf_pair()
+    cookies = {**session_cookie_for(member_user), **csrf_cookie}
+    question = json.dumps({"knowledge_base_id": kb.slug, "question": GREETING}).encode()
+    with live_chat_server() as base_url, httpx.Client(base_url=base_url, cookies=cookies, timeout=30) as client:
+        # when: JSON sent as text/plain (what a cross-site form can send), and malformed JSON
+        plain, plain_json_endpoint = (
+            client.post(path, content=question, headers={**csrf_header, "Content-Type": "text/plain"})
+            for path in ("/api/chat/stream", "/api/chat")
+        )
+        malformed, not_strict = (
+            client.post("/api/chat/stream", content=body, headers={**csrf_header, "Content-Type": "application/json"})
+            for body in (b'{"question": ', b'{"knowledge_base_id": "x", "question": NaN}')
+        )
+
+    # then: the API's JSON errors, the stream's as the JSON endpoint's, and nothing asked
+    assert (plain.status_code, plain.json()["code"]) == (415, "unsupported_media_type")
+    assert (plain.status_code, plain.json()) == (plain_json_endpoint.status_code, plain_json_endpoint.json())
+    assert (malformed.status_code, malformed.json()["code"]) == (400, "invalid_json")
+    assert (not_strict.status_code, not_strict.json()["code"]) == (400, "invalid_json")
+    assert not Message.objects.exists()
+
 def test_vector_store_down_is_a_503_json_error_and_a_failed_trace(chat_kb, settings):
     # given: Milvus is unreachable for the server (a closed port)
     settings.MILVUS_URI = "http://127.0.0.1:9"

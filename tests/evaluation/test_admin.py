@@ -9,6 +9,8 @@ from django.urls import reverse
 from evaluation.importers import CaseDraft
 from evaluation.models import EvalCase, EvalSet
 from evaluation.services import CaseOutcome, finish_run, import_eval_set, start_run
+from knowledge import services
+from knowledge.models import Visibility
 from tests.conftest import make_kb
 
 pytestmark = pytest.mark.django_db
@@ -175,3 +177,32 @@ def test_the_shared_layout_is_imported_from_the_admin_as_its_two_files(admin_cli
     assert response.status_code == 302
     case = EvalSet.objects.get(name="shared").cases.get()
     assert (case.key, case.expected_documents, case.answers) == ("Q1", ["D1"], ["十五天"])
+
+
+def test_a_name_taken_in_another_knowledge_base_is_imported_as_a_free_one(client, engineers_group, engineer_user):
+    # given: an editor of one knowledge base, and a set of the name they want in a knowledge base
+    # they cannot see
+    mine = services.update_knowledge_base(kb=make_kb(), actor=None, editor_groups=[engineers_group])
+    theirs = make_kb(visibility=Visibility.RESTRICTED)
+    foreign = import_eval_set(name="回归集", knowledge_base=theirs, cases=[
+        CaseDraft(key="S1", question="机密问题？", expected_documents=("机密文件",), expected_chunks=(), answers=(), answerable=True),
+    ]).eval_set
+    engineer_user.is_staff = True
+    engineer_user.save()
+    client.force_login(engineer_user)
+    url = reverse("admin:evaluation_evalset_import")
+
+    def upload(name: str):
+        csv = SimpleUploadedFile(f"{name}.csv", "问题,期望文档\n年假几天？,员工手册\n".encode())
+        return client.post(url, {"name": name, "file": csv, "knowledge_base": mine.pk})
+
+    # when
+    taken, free = upload("回归集"), upload("新的集")
+
+    # then: both answered alike, each a set of the editor's knowledge base; the other is untouched
+    ours, new = EvalSet.objects.get(name="回归集", knowledge_base=mine), EvalSet.objects.get(name="新的集")
+    assert (taken.status_code, taken["Location"]) == (302, reverse("admin:evaluation_evalset_change", args=[ours.pk]))
+    assert (free.status_code, free["Location"]) == (302, reverse("admin:evaluation_evalset_change", args=[new.pk]))
+    foreign.refresh_from_db()
+    assert foreign.knowledge_base == theirs
+    assert list(foreign.cases.values_list("key", "question")) == [("S1", "机密问题？")]

@@ -68,3 +68,18 @@ def test_a_default_set_needs_a_knowledge_base_and_a_set_needs_a_name():
     with pytest.raises(ValidationFailed, match="请填写评测集名称"):
         import_eval_set(name="  ", cases=[draft("1")])
     assert not EvalSet.objects.exists()
+
+
+def test_names_are_per_knowledge_base():
+    # given
+    hr, it = make_kb(), make_kb()
+    # when
+    hr_set = import_eval_set(name="回归集", cases=[draft("1")], knowledge_base=hr).eval_set
+    it_set = import_eval_set(name="回归集", cases=[draft("1", "VPN 怎么连？")], knowledge_base=it).eval_set
+    again = import_eval_set(name="回归集", cases=[draft("1", "年假有多少天？"), draft("2")], knowledge_base=hr)
+    unfiled = import_eval_set(name="回归集", cases=[draft("1")]).eval_set
+    # then: one set per knowledge base (and one without), each importing into its own
+    assert len({hr_set.pk, it_set.pk, unfiled.pk}) == 3 and again.eval_set.pk == hr_set.pk
+    assert (again.created, again.updated) == (1, 1)
+    assert list(it_set.cases.values_list("question", flat=True)) == ["VPN 怎么连？"]
+    assert unfiled.knowledge_base is None

@@ -20,6 +20,7 @@ from ...importers import read_shared_dataset
 from ...models import EvalSet
 from ...progress import terminal_progress
 from ...runner import build_knowledge_base
+from ...selectors import eval_set_named
 from ...services import import_eval_set
 
 
@@ -48,7 +49,7 @@ class Command(BaseCommand):
                 if options["build"]:
                     build_knowledge_base(kb=kb, dataset=load_dataset(path))
             else:
-                eval_set = EvalSet.objects.filter(name=options["eval_set"]).first()
+                eval_set = eval_set_named(name=options["eval_set"], kb_slug=kb.slug)
                 if eval_set is None:
                     raise CommandError(f"评测集 {options['eval_set']} 不存在。")
         except (DomainError, DatasetError) as error:

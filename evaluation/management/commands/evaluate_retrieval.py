@@ -21,6 +21,7 @@ from ...importers import read_shared_dataset
 from ...models import EvalSet
 from ...progress import terminal_progress
 from ...runner import ABLATION, build_knowledge_base, evaluate_bm25_baseline, evaluate_mode, retrieval_cases, run_label
+from ...selectors import eval_set_named
 from ...services import import_eval_set
 
 
@@ -135,7 +136,7 @@ class Command(BaseCommand):
 
     def _eval_set(self, options, dataset) -> EvalSet:
         if dataset is None:
-            eval_set = EvalSet.objects.filter(name=options["eval_set"]).first()
+            eval_set = eval_set_named(name=options["eval_set"], kb_slug=options["kb"])
             if eval_set is None:
                 raise CommandError(f"评测集 {options['eval_set']} 不存在（用 import_eval_set 导入，或给出 --dataset）。")
             return eval_set
