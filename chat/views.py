@@ -231,8 +231,7 @@ class ChatView(APIView):
     def post(self, request: Request) -> Response:
         admission = admit_question(caller=request, body=request.data, session=request.session)
         if isinstance(admission, Refused):
-            retry = {"Retry-After": str(admission.retry_after)} if admission.retry_after is not None else None
-            return Response(admission.body, status=admission.status, headers=retry)
+            return Response(admission.body, status=admission.status, headers=retry_after_headers(admission.body))
         with admission.slot.held():
             result = RAGService().answer(query=admission.query, requester=admission.requester)
         return Response(result.as_dict())

@@ -14,6 +14,16 @@ from django.db import DatabaseError as DjangoDatabaseError
 from django.utils.translation import gettext as _
 
 
+try:
+    from redis.exceptions import RedisError
+except ImportError:  # redis is only installed with the production requirements
+    CACHE_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, OSError)
+else:
+    # What Django's cache raises when its server (Redis in production) cannot be reached: the
+    # cache is an optimisation and the abuse limits' counter, never a reason to fail a request.
+    CACHE_ERRORS = (ConnectionError, OSError, RedisError)
+
+
 class DomainError(Exception):
     code = "error"
     http_status = 400

@@ -16,6 +16,7 @@ from a helper thread): microseconds with the in-process cache, one loopback roun
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from collections.abc import Iterator
@@ -25,7 +26,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils.translation import gettext as _
 
+from ragsite.errors import CACHE_ERRORS
 from ragsite.throttles import client_ip
+
+logger = logging.getLogger(__name__)
 
 
 class StreamSlot:
@@ -38,7 +42,10 @@ class StreamSlot:
 
     def renew(self) -> None:
         if not self.released:
-            cache.touch(self.key, self.ttl)
+            try:
+                cache.touch(self.key, self.ttl)
+            except CACHE_ERRORS as exc:  # the lease runs out by itself; the answer goes on
+                logger.warning("could not renew an answer slot: %s", exc)
 
     def release(self) -> None:
         """Idempotent. Deletes the key only while it still holds this stream's token: an expired
@@ -47,8 +54,11 @@ class StreamSlot:
             return
         self.released = True
         self._stop_renewal()
-        if cache.get(self.key) == self.token:
-            cache.delete(self.key)
+        try:
+            if cache.get(self.key) == self.token:
+                cache.delete(self.key)
+        except CACHE_ERRORS as exc:  # the lease expires by itself
+            logger.warning("could not release an answer slot: %s", exc)
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -129,10 +139,15 @@ def acquire_stream_slot(caller) -> StreamSlot | None:
         return _Unlimited()
     ttl = int(settings.RAG_STREAM_SLOT_TTL_SECONDS)
     token = uuid.uuid4().hex
-    for index in range(limit):
-        key = f"streams:{ident}:{index}"
-        if cache.add(key, token, timeout=ttl):
-            return StreamSlot(key, token, ttl)
+    try:
+        for index in range(limit):
+            key = f"streams:{ident}:{index}"
+            if cache.add(key, token, timeout=ttl):
+                return StreamSlot(key, token, ttl)
+    except CACHE_ERRORS as exc:
+        # The counters are gone with the cache server: answering unlimited beats not answering.
+        logger.warning("concurrent-answer limit not applied, the cache is unreachable: %s", exc)
+        return _Unlimited()
     return None
 
 

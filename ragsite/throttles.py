@@ -17,6 +17,7 @@ X-Forwarded-For a client sends, so every forged value would be a fresh budget.
 
 from __future__ import annotations
 
+import logging
 import math
 from types import SimpleNamespace
 
@@ -24,6 +25,10 @@ from django.http.request import HttpHeaders
 from django.utils.translation import gettext as _
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
+
+from ragsite.errors import CACHE_ERRORS
+
+logger = logging.getLogger(__name__)
 
 CHAT_USER = "chat_user"
 CHAT_ANON_IP = "chat_anon_ip"
@@ -79,13 +84,18 @@ class ScopedThrottle(SimpleRateThrottle):
         now = self.timer()
         window = int(now // self.duration)
         window_key = f"{key}:{window}"
-        # The window's counter lives a little longer than the window, then expires by itself.
-        self.cache.add(window_key, 0, timeout=self.duration + 1)
         try:
-            count = self.cache.incr(window_key)
-        except ValueError:  # expired between add and incr: this request opens the window
-            self.cache.add(window_key, 1, timeout=self.duration + 1)
-            count = 1
+            # The window's counter lives a little longer than the window, then expires by itself.
+            self.cache.add(window_key, 0, timeout=self.duration + 1)
+            try:
+                count = self.cache.incr(window_key)
+            except ValueError:  # expired between add and incr: this request opens the window
+                self.cache.add(window_key, 1, timeout=self.duration + 1)
+                count = 1
+        except CACHE_ERRORS as exc:
+            # No counter without the cache server: the request is answered, not refused.
+            logger.warning("rate limit %s not applied, the cache is unreachable: %s", self.scope, exc)
+            return True
         if count <= self.num_requests:
             return True
         self.wait_seconds = (window + 1) * self.duration - now

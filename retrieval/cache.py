@@ -17,14 +17,10 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
+from ragsite.errors import CACHE_ERRORS
+
 logger = logging.getLogger(__name__)
 
-try:
-    from redis.exceptions import RedisError
-except ImportError:  # redis is only installed with the production requirements
-    CACHE_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, OSError)
-else:
-    CACHE_ERRORS = (ConnectionError, OSError, RedisError)
 
 # Bump when the cached shape or the chunking scheme changes: old entries become unreachable.
 CHUNK_SCHEMA_VERSION = "chunks-v1"

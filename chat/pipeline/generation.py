@@ -365,11 +365,19 @@ def _could_be_link(rest: str) -> bool:
 
 
 def filtered_stream(deltas: Iterator[str], answer_filter: AnswerFilter) -> Iterator[str]:
-    """The model's deltas through the filter; empty pieces are skipped."""
-    for delta in deltas:
-        piece = answer_filter.feed(delta)
-        if piece:
-            yield piece
+    """The model's deltas through the filter; empty pieces are skipped. When the model's stream
+    breaks, what the filter still held back (text that might have grown into markup) is
+    delivered first, as text: the reader keeps everything the model said before the break."""
+    try:
+        for delta in deltas:
+            piece = answer_filter.feed(delta)
+            if piece:
+                yield piece
+    except Exception:
+        tail = answer_filter.flush()
+        if tail:
+            yield tail
+        raise
     tail = answer_filter.flush()
     if tail:
         yield tail

@@ -45,6 +45,7 @@ from django.core.cache import cache
 
 from engines.ports import ProviderTimeout, ProviderUnavailable, UnembeddableText
 from engines.sandbox import Sandbox, SandboxCallFailed, SandboxCrashed, SandboxStartFailed, SandboxTimeout
+from ragsite.errors import CACHE_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -94,14 +95,21 @@ class _Poison:
             found = {f for f in fingerprints if f in self._local}
         rest = [f for f in fingerprints if f not in found]
         if rest:
-            shared = cache.get_many([_poison_key(f) for f in rest])
+            try:
+                shared = cache.get_many([_poison_key(f) for f in rest])
+            except CACHE_ERRORS as exc:  # this process's memory still guards it
+                logger.warning("could not read refused texts from the cache: %s", exc)
+                shared = {}
             found |= {f for f in rest if _poison_key(f) in shared}
         return found
 
     def add(self, fingerprint: str) -> None:
         with self._lock:
             self._local.add(fingerprint)
-        cache.set(_poison_key(fingerprint), 1, POISON_TTL_SECONDS)
+        try:
+            cache.set(_poison_key(fingerprint), 1, POISON_TTL_SECONDS)
+        except CACHE_ERRORS as exc:
+            logger.warning("could not share a refused text through the cache: %s", exc)
 
 
 def _poison_key(fingerprint: str) -> str:
