@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
-from engines.lexical import CJK_CHARS, segmenter
+from engines.lexical import CJK_CHARS, fold, segmenter
 
 ANALYSIS_VERSION = "terms-v1"
 
@@ -50,25 +50,8 @@ _UNIT = re.compile(f"(?:°[cf]|[%‰]|(?![{_NOT_UNITS}])[{CJK_CHARS}])")
 _MAX_TERM_CHARS = 64  # longer "words" are base64, hashes or URLs: noise for BM25
 
 
-@lru_cache(maxsize=1)
-def _traditional_to_simplified() -> dict[int, str]:
-    """OpenCC's TSCharacters table as a `str.translate` map (first candidate per character)."""
-    from importlib.resources import files
-
-    table: dict[int, str] = {}
-    text = files("opencc").joinpath("dictionary", "TSCharacters.txt").read_text(encoding="utf-8")
-    for line in text.splitlines():
-        source, _, targets = line.partition("\t")
-        if len(source) == 1 and targets:
-            target = targets.split(" ")[0]
-            if target and target != source:
-                table[ord(source)] = target
-    return table
-
-
 def normalise(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower()
-    return text.translate(_traditional_to_simplified())
+    return fold(text)
 
 
 class Dictionary:

@@ -76,11 +76,39 @@ def _idf_table() -> tuple[dict[str, float], float]:
 def warm_up() -> None:
     segmenter()
     _idf_table()
+    _traditional_to_simplified()
+
+
+@lru_cache(maxsize=1)
+def _traditional_to_simplified() -> dict[int, str]:
+    """OpenCC's TSCharacters table as a `str.translate` map (first candidate per character)."""
+    from importlib.resources import files
+
+    table: dict[int, str] = {}
+    text = files("opencc").joinpath("dictionary", "TSCharacters.txt").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        source, _, targets = line.partition("\t")
+        if len(source) == 1 and targets:
+            target = targets.split(" ")[0]
+            if target and target != source:
+                table[ord(source)] = target
+    return table
+
+
+def simplified(text: str) -> str:
+    """Traditional Chinese characters replaced by their simplified forms, nothing else."""
+    return text.translate(_traditional_to_simplified())
+
+
+def fold(text: str) -> str:
+    """NFKC, lowercase, traditional Chinese characters to simplified: the one folding that the
+    index, the question and every comparison between them share ("婚假有幾天" meets "婚假")."""
+    return unicodedata.normalize("NFKC", text or "").lower().translate(_traditional_to_simplified())
 
 
 def normalise(text: str) -> str:
-    """NFKC, lowercase, no whitespace or punctuation: "年假有多少天？" == "年假 有多少天"."""
-    return _PUNCT_OR_SPACE.sub("", unicodedata.normalize("NFKC", text or "").lower())
+    """Folded, no whitespace or punctuation: "年假有多少天？" == "年假 有多少天"."""
+    return _PUNCT_OR_SPACE.sub("", fold(text))
 
 
 def content_terms(text: str) -> list[str]:
@@ -92,7 +120,7 @@ def content_terms(text: str) -> list[str]:
 @lru_cache(maxsize=8192)
 def _content_terms(text: str) -> tuple[str, ...]:
     # FAQ phrasings and questions are segmented again on every search: remember them.
-    folded = unicodedata.normalize("NFKC", text or "").lower()
+    folded = fold(text)
     words: list[str] = []
     run = ""  # consecutive single CJK characters: jieba's split of a word it does not know
     for word in segmenter().lcut(folded) + [""]:

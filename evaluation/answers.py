@@ -2,11 +2,15 @@
 
 Per answerable case (citation markers stripped, whitespace ignored):
   containment        the answer contains any reference answer
+  first line         its first line does (the sentence a reader reads first)
   citation validity  a cited source's text contains a reference answer (the citation supports it)
   declined           the turn said the documents do not answer (insufficient context, out of scope)
 Per unanswerable case: declined is the right outcome (insufficient-context rate).
-Calibration: for each `answer_confidence` level, how often the turn was right (answerable:
-containment; unanswerable: declined) — a reliability table staff can read as "high means right".
+A case with `history` is asked after those questions, in one conversation (follow-ups). Results
+are also given per `category` (paraphrase, traditional, english, follow_up…).
+Calibration: for each `answer_confidence` level, how often the answers at that level were right
+(containment), with declines in a row of their own (right when the case is unanswerable) — a
+reliability table staff can read as "high means right".
 """
 
 from __future__ import annotations
@@ -50,6 +54,13 @@ def declined(result: TurnResult) -> bool:
     )
 
 
+def first_line(answer: str) -> str:
+    for line in (answer or "").splitlines():
+        if _MARKER.sub("", line).strip():
+            return line
+    return ""
+
+
 def judge(case: EvalCase, result: TurnResult) -> dict:
     """One case's answer metrics (1.0 / 0.0, so that averages are rates)."""
     refused = declined(result)
@@ -59,8 +70,10 @@ def judge(case: EvalCase, result: TurnResult) -> dict:
     cited = [c for c in result.citations if c.cited]
     contained = contains_any(result.answer, case.answers) if case.answers else False
     supported = any(contains_any(c.text, case.answers) for c in cited) if case.answers else False
-    return {"containment": float(contained), "citation_valid": float(supported), "declined": float(refused),
-            "correct": float(contained)}
+    first = contains_any(first_line(result.answer), case.answers) if case.answers else False
+    return {"containment": float(contained), "first_line": float(first), "citation_valid": float(supported),
+            "declined": float(refused), "correct": float(contained and not refused),
+            "chars": float(len(squash(_MARKER.sub("", result.answer))))}
 
 
 def evaluate_answers(
@@ -85,8 +98,15 @@ def evaluate_answers(
         outcomes, latencies = [], []
         routes, hit_types = Counter(), Counter()
         for number, case in enumerate(cases, 1):
+            conversation = None
+            for earlier in case.history or ():
+                conversation = service.answer(
+                    query=ChatQuery(knowledge_base_id=kb.slug, question=earlier, conversation_id=conversation),
+                    requester=Requester(user),
+                ).conversation_id
             started = time.perf_counter()
-            result = service.answer(query=ChatQuery(knowledge_base_id=kb.slug, question=case.question),
+            result = service.answer(query=ChatQuery(knowledge_base_id=kb.slug, question=case.question,
+                                                    conversation_id=conversation),
                                     requester=Requester(user))
             elapsed = (time.perf_counter() - started) * 1000
             latencies.append(elapsed)
@@ -99,12 +119,15 @@ def evaluate_answers(
                 citations=[{"number": c.number, "title": c.title, "chunk_id": c.chunk_id, "faq_id": c.faq_id,
                             "cited": c.cited, "text": c.text[:500]} for c in result.citations],
                 details={"route": result.route, "hit_type": result.hit_type, "intent": result.intent.intent,
-                         "confidence": level, "trace_id": str(result.trace_id), "answerable": case.answerable},
+                         "confidence": level, "trace_id": str(result.trace_id), "answerable": case.answerable,
+                         "category": case.category, "declined": declined(result),
+                         "score": (result.answer_confidence or {}).get("score"),
+                         "features": ((result.answer_confidence or {}).get("signals") or {}).get("features")},
             ))
             if progress is not None:
                 progress(number, len(cases))
         metrics = {**summarize_answers(outcomes), "routes": dict(routes), "hit_types": dict(hit_types),
-                   "calibration": calibration(outcomes)}
+                   "calibration": calibration(outcomes), "categories": by_category(outcomes)}
         latency = {"p50": round(percentile(latencies, 50), 2), "p95": round(percentile(latencies, 95), 2)}
         services.finish_run(run=run, outcomes=outcomes, metrics=metrics, latency_ms=latency)
     except BaseException as exc:
@@ -120,9 +143,13 @@ def summarize_answers(outcomes: Sequence[services.CaseOutcome]) -> dict:
     def rate(items, key: str) -> float | None:
         return round(sum(o.metrics[key] for o in items) / len(items), 4) if items else None
 
+    answered = [o for o in answerable if not o.metrics["declined"]]
+    lengths = sorted(o.metrics.get("chars", 0.0) for o in answered)
     metrics = {
         "answerable": len(answerable), "unanswerable": len(unanswerable),
         "containment": rate(answerable, "containment"),
+        "first_line": rate([o for o in answerable if "first_line" in o.metrics], "first_line"),
+        "median_chars": percentile(lengths, 50) if lengths else None,
         "citation_validity": rate(answerable, "citation_valid"),
         "answerable_declined": rate(answerable, "declined"),
         "insufficient_context_rate": rate(unanswerable, "declined"),
@@ -131,13 +158,37 @@ def summarize_answers(outcomes: Sequence[services.CaseOutcome]) -> dict:
 
 
 def calibration(outcomes: Sequence[services.CaseOutcome]) -> list[dict]:
-    """Accuracy per confidence level: right = containment (answerable) or declined (not)."""
+    """Share right per confidence level of the answers given, then the declines apart.
+
+    A decline is neither right nor wrong at a level: it says nothing, so mixing declines into the
+    levels would let "低" look wrong because it declines well. Answers are right when they contain
+    a reference answer (an answer to an unanswerable case is wrong); declines are right when the
+    case is unanswerable."""
     table = []
+    answers = [o for o in outcomes if not (o.details or {}).get("declined", o.metrics.get("declined"))]
     for level in (*LEVELS, ""):
-        items = [o for o in outcomes if (o.details or {}).get("confidence", "") == level]
+        items = [o for o in answers if (o.details or {}).get("confidence", "") == level]
         if not items:
             continue
         right = sum(o.metrics["correct"] for o in items)
         table.append({"level": level or "none", "count": len(items), "accuracy": round(right / len(items), 4),
                       "answerable": sum(1 for o in items if o.case.answerable)})
+    given = {id(o) for o in answers}
+    refused = [o for o in outcomes if id(o) not in given]
+    if refused:
+        right = sum(1 for o in refused if not o.case.answerable)
+        table.append({"level": "declined", "count": len(refused), "accuracy": round(right / len(refused), 4),
+                      "answerable": sum(1 for o in refused if o.case.answerable)})
     return table
+
+
+def by_category(outcomes: Sequence[services.CaseOutcome]) -> dict[str, dict]:
+    """Right / asked per case category (answerable: containment; unanswerable: declined)."""
+    groups: dict[str, list] = {}
+    for outcome in outcomes:
+        groups.setdefault(outcome.case.category or "uncategorised", []).append(outcome)
+    return {
+        name: {"count": len(items), "right": int(sum(o.metrics["correct"] for o in items)),
+               "first_line": int(sum(o.metrics.get("first_line", 0.0) for o in items))}
+        for name, items in sorted(groups.items())
+    }

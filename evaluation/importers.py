@@ -32,6 +32,8 @@ HEADERS = {
     "expected_chunks": "expected_chunks", "期望分块": "expected_chunks", "chunks": "expected_chunks",
     "answers": "answers", "参考答案": "answers", "answer": "answers", "答案": "answers",
     "answerable": "answerable", "可回答": "answerable",
+    "category": "category", "类别": "category",
+    "history": "history", "前序问题": "history",
 }
 _SEPARATORS = re.compile(r"[|｜；;\n]")
 _TRUE = {"1", "true", "yes", "y", "是", "可", "可回答"}
@@ -46,6 +48,8 @@ class CaseDraft:
     expected_chunks: tuple[int, ...]
     answers: tuple[str, ...]
     answerable: bool
+    category: str = ""
+    history: tuple[str, ...] = ()  # questions asked before it in the same conversation
 
 
 def read_shared_dataset(directory: Path) -> list[CaseDraft]:
@@ -124,7 +128,8 @@ def _native_case(name: str, number: int, raw: dict, index: int) -> CaseDraft:
         answerable = text in _TRUE
     key = str(row.get("id") or "").strip() or f"{index + 1}"
     return CaseDraft(key=key[:200], question=question, expected_documents=documents, expected_chunks=chunks,
-                     answers=answers, answerable=answerable)
+                     answers=answers, answerable=answerable, category=str(row.get("category") or "").strip()[:40],
+                     history=_values(row.get("history")))
 
 
 def _values(cell) -> tuple:

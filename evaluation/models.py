@@ -63,6 +63,10 @@ class EvalCase(models.Model):
     expected_chunks = models.JSONField(_("期望分块"), default=list, blank=True)
     answers = models.JSONField(_("参考答案"), default=list, blank=True)
     answerable = models.BooleanField(_("可回答"), default=True)
+    # How the question is asked (paraphrase, traditional, english, follow_up…): results per kind.
+    category = models.CharField(_("类别"), max_length=40, blank=True, default="")
+    # Questions asked before it in the same conversation: a follow-up is judged in its context.
+    history = models.JSONField(_("前序问题"), default=list, blank=True)
 
     class Meta:
         verbose_name = _("评测问题")

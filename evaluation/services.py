@@ -20,7 +20,9 @@ from .importers import CaseDraft
 from .models import EvalCase, EvalCaseResult, EvalRun, EvalSet, RunKind, RunStatus
 
 
-CASE_FIELDS = ["ordinal", "question", "expected_documents", "expected_chunks", "answers", "answerable"]
+CASE_FIELDS = [
+    "ordinal", "question", "expected_documents", "expected_chunks", "answers", "answerable", "category", "history",
+]
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def import_eval_set(
     for ordinal, draft in enumerate(cases):
         values = dict(zip(CASE_FIELDS, (
             ordinal, draft.question, list(draft.expected_documents), list(draft.expected_chunks), list(draft.answers),
-            draft.answerable,
+            draft.answerable, draft.category, list(draft.history),
         ), strict=True))
         case = existing.pop(draft.key, None)
         if case is None:

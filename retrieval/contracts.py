@@ -79,6 +79,9 @@ class RetrievalResult:
     preview_url: str | None = None
     # Comparable across queries and knowledge bases, in [0, 1] (`retrieval.relevance`).
     relevance: float = 0.0
+    # The dense part of it alone (None without a calibrated embedder or a dense hit): whether the
+    # chunk means what the question asks, whatever words either uses.
+    semantic_relevance: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -202,6 +205,9 @@ class FaqHit:
     rank_sources: tuple[str, ...] = field(default_factory=tuple)
     exact: bool = False  # equal to one of the FAQ's phrasings after normalisation
     source_tag: str = ""
+    # Calibrated dense similarity of the question to the FAQ's nearest phrasing, in [0, 1]
+    # (None without a calibrated embedder): paraphrases that share few words.
+    semantic: float | None = None
 
 
 # --- errors -------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from .contracts import (
     StageTiming,
 )
 from .fusion import RankedHit, reciprocal_rank_fusion
+from .relevance import semantic_relevance
 
 EpochReader = Callable[[int], tuple[int, bool]]
 
@@ -139,7 +140,10 @@ class FaqRetrieval:
         except DatabaseError as exc:
             raise FactsUnavailable(_("FAQ 数据暂时无法读取，请稍后重试。")) from exc
         timings.append(StageTiming("faq_rows", _ms(stage)))
-        hits = _score(request.variants[0], fused, rows)[: request.top_k]
+        # The original question's own cosines: a rewrite's would judge another question.
+        dense = {hit.id: hit.score for hit in lists.get("faq_dense:original", ())}
+        hits = _score(request.variants[0], fused, rows, dense=dense,
+                      calibration=self.embedder.similarity_range)[: request.top_k]
         if key is not None and not degradations:
             self.cache.set(key, [asdict(hit) for hit in hits], ttl=self.cache.candidates_ttl)
         return self._response(request, tuple(hits), events, errors, degradations, timings, started)
@@ -228,7 +232,8 @@ def _per_faq(hits) -> list[RankedHit]:
     return ranked
 
 
-def _score(question: str, fused, rows: dict[int, dict]) -> list[FaqHit]:
+def _score(question: str, fused, rows: dict[int, dict], *, dense: dict[int, float] | None = None,
+           calibration: tuple[float, float] | None = None) -> list[FaqHit]:
     wanted = normalise(question)
     scored: list[tuple[float, int, FaqHit]] = []
     for order, hit in enumerate(fused):
@@ -248,11 +253,17 @@ def _score(question: str, fused, rows: dict[int, dict]) -> list[FaqHit]:
                     faq_id=row["id"], question=row["question"], matched_question=best,
                     answer=row["answer"], score=round(best_score, 6), rank_sources=hit.sources,
                     exact=exact, source_tag=row["source_tag"],
+                    semantic=_semantic((dense or {}).get(hit.id), calibration),
                 ),
             )
         )
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [hit for _, _, hit in scored]
+
+
+def _semantic(cosine: float | None, calibration: tuple[float, float] | None) -> float | None:
+    value = semantic_relevance(cosine, calibration)
+    return None if value is None else round(value, 4)
 
 
 def _ms(started: float) -> float:

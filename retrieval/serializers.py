@@ -129,6 +129,10 @@ class RetrievalResultOutput(serializers.Serializer):
     rerank_score = serializers.FloatField(allow_null=True)
     preview_url = serializers.CharField(allow_null=True, help_text="PNG of the chunk's PDF region, when it has one.")
     relevance = serializers.FloatField(min_value=0.0, max_value=1.0, help_text="Comparable across questions.")
+    semantic_relevance = serializers.FloatField(
+        min_value=0.0, max_value=1.0, allow_null=True,
+        help_text="The calibrated dense part of relevance alone; null without a calibrated embedder.",
+    )
 
 
 class StageTimingOutput(serializers.Serializer):

@@ -463,6 +463,10 @@ class RetrievalService:
                         ),
                         semantic=semantic_relevance(hit.dense_score, calibration),
                     ),
+                    semantic_relevance=(
+                        None if request.mode == "sparse" or semantic_relevance(hit.dense_score, calibration) is None
+                        else round(semantic_relevance(hit.dense_score, calibration), 4)
+                    ),
                 )
             )
         return tuple(results)

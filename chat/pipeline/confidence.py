@@ -27,7 +27,8 @@ Generation verification (the seed names the signals, not the formula; ours):
 score = 0.25 + 0.45 × citation_coverage + 0.30 × context_overlap − 0.10 per removed invalid
 citation (at most 3), clamped to [0, 1]; `verified` when coverage ≥ 0.8, overlap ≥ 0.7 and no
 invalid citation, `failed` when the answer is empty, declines, or scores below 0.45, else
-`partial`.
+`partial`. An answer whose first line lacks what the question asks for (a quantity for a
+"多少 / 几 / 多久" question) is `partial` and scores below high (`answer_shape_mismatch`).
 """
 
 from __future__ import annotations
@@ -186,6 +187,23 @@ def fact_units(answer: str) -> list[str]:
     return units
 
 
+# Questions that ask for a quantity, and what a line answering one holds.
+_ASKS_QUANTITY = re.compile(
+    r"多少|几[个位名种项条次天周年月日号点台页人岁倍级]?|多[久长大高远重宽]|百分之|比例|how (?:many|much|long)",
+    re.I,
+)
+_QUANTITY = re.compile(r"\d|[一二两三四五六七八九十百千万半]+\s*[个位名种项条次天周年月日号点台页人岁倍级元小分秒%]")
+
+
+def answers_kind(question: str, line: str) -> bool:
+    """Whether the answer's first line has the kind of content the question asks for (so far:
+    a quantity for 多少 / 几 / 多久 questions). True when the question asks for no such kind."""
+    if not question or not _ASKS_QUANTITY.search(question):
+        return True
+    text = _IMAGE.sub("", _CITATION.sub("", line))
+    return bool(_QUANTITY.search(text))
+
+
 def calculate_generation_confidence(
     *,
     answer: str,
@@ -194,6 +212,7 @@ def calculate_generation_confidence(
     removed_citations: list[int],
     blocked_images: int,
     declined: bool,
+    question: str = "",
 ) -> GenerationVerification:
     body = answer.split("\n\n参考来源：")[0]
     units = fact_units(body)
@@ -232,6 +251,12 @@ def calculate_generation_confidence(
             reasons.append("invalid_citations_removed")
         if blocked_images:
             reasons.append("images_blocked")
+        if status != "failed" and not answers_kind(question, units[0] if units else ""):
+            # "几位？" answered without a number has not answered what was asked, however well
+            # its sentence is cited: never high.
+            status = "partial"
+            score = min(score, round(HIGH - 0.01, 4))
+            reasons.append("answer_shape_mismatch")
     return GenerationVerification(
         score=score,
         status=status,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 
+from engines.glossary import is_foreign, rendering
 from engines.lexical import Coverage, content_terms, coverage
 from knowledge.locators import locator_label
 from knowledge.models import KnowledgeBase
@@ -74,25 +75,31 @@ def select_context(
     rules: ContextRules,
     empty_reason: str = "",
 ) -> ContextSelection:
-    terms = content_terms(question)
+    faq_texts = [f"常见问题：{hit.question}\n标准答案：{hit.answer}" for hit in faq_hits]
+    # A chunk is read under its document title and headings ("员工手册 > 年假"), so they count.
+    doc_texts = ["\n".join((r.document_title, *r.heading_path, r.content)) for r in doc_results]
+    terms = content_terms(matching_question(question, evidence="\n".join(faq_texts + doc_texts)))
     floor = plan.min_context_score
     faq_scored = []
-    for hit in faq_hits:
-        text = f"常见问题：{hit.question}\n标准答案：{hit.answer}"
+    for hit, text in zip(faq_hits, faq_texts, strict=True):
         cov = coverage(terms, text)
-        faq_scored.append((hit, text, cov, max(hit.score, cov.score)))
-    # A chunk is read under its document title and headings ("员工手册 > 年假"), so they count.
+        faq_scored.append((hit, text, cov, max(hit.score, cov.score), hit.semantic))
     doc_scored = [
-        (rank, result, coverage(terms, "\n".join((result.document_title, *result.heading_path, result.content))))
-        for rank, result in enumerate(doc_results)
+        (rank, result, coverage(terms, text), result.semantic_relevance)
+        for rank, (result, text) in enumerate(zip(doc_results, doc_texts, strict=True))
     ]
-    relevances = [r for *_, r in faq_scored] + [cov.score for *_, cov in doc_scored]
+    relevances = [r for *_, r, _ in faq_scored] + [cov.score for _, _, cov, _ in doc_scored]
     best = max(relevances, default=0.0)
+    meant = any(meaning is not None and meaning >= rules.min_meaning_score for *_, meaning in doc_scored)
     # The question's most specific term must appear somewhere in the evidence, unless the best
-    # evidence covers the question well anyway: "今天北京天气怎么样？" against a KB that mentions
-    # 今天 and 北京 but never 天气 is not answerable, however much else matches.
-    covers = [cov for *_, cov, _ in faq_scored] + [cov for *_, cov in doc_scored]
-    key_missing = bool(covers) and not any(c.key_term_found for c in covers) and best < rules.key_term_exempt_score
+    # evidence covers the question well anyway or means what it asks: "今天北京天气怎么样？"
+    # against a KB that mentions 今天 and 北京 but never 天气 is not answerable, however much
+    # else matches.
+    covers = [cov for _, _, cov, _, _ in faq_scored] + [cov for _, _, cov, _ in doc_scored]
+    missing = bool(covers) and not any(c.key_term_found for c in covers)
+    # A model code or number the evidence never names is another product ("星河X9"), however
+    # close the meaning: only a missing word may be excused by meaning.
+    key_missing = missing and best < rules.key_term_exempt_score and (not meant or _is_code(covers[0].key_term))
 
     chosen: list[tuple] = []
     seen_keys: set[str] = set()
@@ -114,35 +121,47 @@ def select_context(
         chosen.append((kind, title, text, cov, result, faq))
         return "kept"
 
-    def verdict_of(relevance: float) -> str:
+    def decided_by(relevance: float, meaning: float | None) -> str:
+        """Which signal lets the candidate in: "words" (lexical coverage), "meaning" (the
+        calibrated dense relevance), or "" (neither)."""
+        if relevance >= floor:
+            return "words"
+        if meaning is not None and meaning >= rules.min_meaning_score:
+            return "meaning"
+        return ""
+
+    def verdict_of(relevance: float, meaning: float | None) -> str:
         if key_missing:
             return "key_term_missing"
-        return "relevant" if relevance >= floor else "below_relevance_floor"
+        return "relevant" if decided_by(relevance, meaning) else "below_relevance_floor"
 
     candidates: list[dict] = []
     faq_kept = 0
-    for hit, text, cov, relevance in faq_scored:
-        verdict = verdict_of(relevance)
+    for hit, text, cov, relevance, meaning in faq_scored:
+        # Question-to-question closeness does not tell same-template questions apart
+        # ("结婚可以休多少天假？" lies as near "陪产假有几天？" as the right one): FAQs get in by words.
+        verdict = verdict_of(relevance, None)
         if verdict == "relevant" and faq_kept < rules.faq_context_top_n:
             title = f"常见问题：{hit.question}"
             verdict = admit("faq", f"faq:{hit.faq_id}", title, text, cov, None, hit)
             faq_kept += verdict == "kept"
         elif verdict == "relevant":
             verdict = "over_faq_budget"
-        candidates.append({"kind": "faq", "faq_id": hit.faq_id, "relevance": round(relevance, 4), "verdict": verdict})
+        candidates.append({"kind": "faq", "faq_id": hit.faq_id, "relevance": round(relevance, 4),
+                           "meaning": meaning, "decided_by": decided_by(relevance, None), "verdict": verdict})
 
-    verdicts = {rank: verdict_of(cov.score) for rank, _, cov in doc_scored}
+    verdicts = {rank: verdict_of(cov.score, meaning) for rank, _, cov, meaning in doc_scored}
     eligible = [item for item in doc_scored if verdicts[item[0]] == "relevant"]
     if plan.prefer_table:
         eligible.sort(key=lambda item: (0 if _is_table(item[1]) else 1, item[0]))
-    for rank, result, cov in eligible:
+    for rank, result, cov, _meaning in eligible:
         key = f"doc:{result.parent_id or result.chunk_id}"
         verdicts[rank] = admit("chunk", key, source_title(result), result.content, cov, result, None)
-    for rank, result, cov in doc_scored:
+    for rank, result, cov, meaning in doc_scored:
         candidates.append({
             "kind": "chunk", "chunk_id": result.chunk_id, "document_id": result.document_id,
-            "relevance": round(cov.score, 4), "key_term": cov.key_term,
-            "key_term_found": cov.key_term_found, "verdict": verdicts[rank],
+            "relevance": round(cov.score, 4), "meaning": meaning, "decided_by": decided_by(cov.score, meaning),
+            "key_term": cov.key_term, "key_term_found": cov.key_term_found, "verdict": verdicts[rank],
         })
 
     items = tuple(
@@ -169,6 +188,18 @@ def select_context(
         candidates=tuple(candidates),
         question_terms=tuple(terms),
     )
+
+
+def matching_question(question: str, *, evidence: str) -> str:
+    """The question whose words are compared with the evidence: itself, or for an English
+    question over Chinese evidence the Chinese words it names as that evidence writes them."""
+    if is_foreign(question):
+        return rendering(question, evidence) or question
+    return question
+
+
+def _is_code(term: str) -> bool:
+    return any(ch.isdigit() or ("a" <= ch <= "z") for ch in term)
 
 
 def _faq_answer(text: str) -> str:
@@ -281,7 +312,16 @@ def user_prompt(*, question: str, items: tuple[ContextItem, ...], history: tuple
 
 
 def insufficient_answer(kb: KnowledgeBase) -> str:
+    """The one decline text, whether retrieval found nothing relevant or the model declined."""
     contact = kb.support_contact or _("知识库管理员")
     return _(
         "根据当前知识库无法确定该问题的答案：没有找到足够可靠的依据。如需进一步帮助，请联系%(contact)s。"
     ) % {"contact": contact}
+
+
+def contact_tail(kb: KnowledgeBase, answer: str) -> str:
+    """What a model's decline lacks to say whom to ask: "" when it names the contact already."""
+    contact = kb.support_contact or _("知识库管理员")
+    if contact in answer:
+        return ""
+    return _("如需进一步帮助，请联系%(contact)s。") % {"contact": contact}

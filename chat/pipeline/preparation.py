@@ -195,6 +195,12 @@ _TRAILING_FILLER = re.compile(r"(的呢|呢|吗|啊|呀)?[\s?？。.!！~～]*$"
 _CODE = re.compile(r"[A-Za-z]+[A-Za-z0-9.\-]*\d[A-Za-z0-9.\-]*(?:\s?(?:pro|max|plus|mini|lite|ultra|se))?", re.I)
 
 
+# A follow-up that asks its own question (it names what and asks how much / what / where) …
+_OWN_QUESTION = re.compile(r"是什么|什么|多少|几[个位天次年月号点]?|哪[里儿个些]?|怎么|如何|多久|多长|多大|是否|有没有")
+# … unless a pronoun points back at the previous question's subject ("它的保修期是多久？").
+_POINTS_BACK = re.compile(r"它|这个|那个|这款|那款|该|此|其|上述|前者|后者")
+
+
 class RuleFollowUpRewriter:
     """Deterministic rewrite of elliptical follow-ups (no model)."""
 
@@ -220,6 +226,12 @@ class RuleFollowUpRewriter:
         if sibling:
             # "…几天带薪年假？" + "那婚假呢？": same question about a term of the same kind.
             return previous.replace(sibling, core, 1)
+        if _OWN_QUESTION.search(core) and not _POINTS_BACK.search(question) and content_terms(
+            _OWN_QUESTION.sub(" ", core)
+        ):
+            # "那管理地址是什么？" after a RESET question asks a question of its own about the same
+            # product, not about RESET: its own words are the whole subject.
+            return f"{core}？"
         subject = self.subject(previous)
         if not subject or normalise(subject) in normalise(core):
             return f"{core}？"

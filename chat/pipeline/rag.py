@@ -63,7 +63,14 @@ from .confidence import (
     calculate_generation_confidence,
     combine_answer_confidence,
 )
-from .context import ContextSelection, insufficient_answer, select_context, system_prompt, user_prompt
+from .context import (
+    ContextSelection,
+    contact_tail,
+    insufficient_answer,
+    select_context,
+    system_prompt,
+    user_prompt,
+)
 from .events import Delta, Event, Evidence, Finished, Started, Status
 from .faq import search_faq
 from .generation import AnswerFilter, filtered_stream, is_declined
@@ -289,6 +296,13 @@ class RAGService:
                     close()
         answer = "".join(turn.delivered)
         declined = is_declined(answer)
+        if declined:
+            # Both declines (no evidence, weak evidence) end by naming whom to ask.
+            tail = contact_tail(ctx.kb, answer)
+            if tail:
+                turn.delivered.append(tail)
+                yield Delta(tail)
+                answer += tail
         if not answer_filter.cited_numbers and not declined:
             # Titles are documents' and FAQs' own text: they go through the filter like the answer.
             tail = _filtered(
@@ -307,7 +321,7 @@ class RAGService:
                 answer=answer, context_numbers={c.number for c in citations},
                 context_texts=[item.text for item in selection.items],
                 removed_citations=answer_filter.removed_citations, blocked_images=answer_filter.blocked_images,
-                declined=declined,
+                declined=declined, question=prepared.rewritten_query,
             )
         confidence = combine_answer_confidence(evidence_confidence, verification)
         turn.info["generation"] = {

@@ -75,6 +75,7 @@ class RetrievalDefaults:
 @dataclass(frozen=True)
 class ContextRules:
     min_context_score: float
+    min_meaning_score: float
     key_term_exempt_score: float
     faq_context_top_n: int
     final_context_top_n: int

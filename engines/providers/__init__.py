@@ -215,7 +215,9 @@ def get_rewriter() -> QueryRewriter:
 def get_chat_model() -> ChatModel:
     provider = _provider()
     if provider == "local":
-        return _cached(("chat", "local"), ExtractiveChatModel)
+        # The composer falls back on meaning with the default (calibrated) embedder.
+        meaning = get_embedder()
+        return _cached(("chat", "local", meaning.model), lambda: ExtractiveChatModel(meaning=meaning))
     if provider == "dashscope":
         from engines.providers.dashscope import DashScopeChatModel as remote
     else:

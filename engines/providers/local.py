@@ -18,6 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from engines.glossary import is_foreign, rendering
 from engines.lexical import (
     CJK_CHARS,
     GLUE_CHARS,
@@ -25,8 +26,9 @@ from engines.lexical import (
     mention_share,
     segmenter,
     sentence_spans,
+    simplified,
 )
-from engines.ports import ChatMessage, ProviderUnavailable, RerankScore
+from engines.ports import ChatMessage, Embedder, ProviderUnavailable, RerankScore
 from engines.tokens import count_tokens
 
 LOCAL_EMBEDDING_MODEL = "local-hash-lexical-v1"
@@ -38,7 +40,9 @@ _WORD_CHAR = re.compile(r"\w")
 
 
 def _normalise(text: str) -> str:
-    return unicodedata.normalize("NFKC", text)
+    # Case is kept (lexical_words lowercases later); traditional characters fold to simplified
+    # exactly as the index folds them.
+    return simplified(unicodedata.normalize("NFKC", text))
 
 
 def lexical_words(text: str) -> list[str]:
@@ -54,7 +58,10 @@ def cjk_bigrams(text: str) -> list[str]:
 def lexical_features(text: str) -> list[str]:
     """Words and CJK character bigrams, in separate namespaces (a word "入职" and the bigram
     "入职" are different evidence)."""
-    normalised = _normalise(text)
+    return _features(_normalise(text))
+
+
+def _features(normalised: str) -> list[str]:
     return [f"w:{w}" for w in _words(normalised)] + [f"b:{b}" for b in _bigrams(normalised)]
 
 
@@ -112,7 +119,8 @@ class LocalHashingEmbedder:
         return self._vector(text).tolist()
 
     def _vector(self, text: str) -> np.ndarray:
-        counts = Counter(lexical_features(text)) if text else Counter()
+        # NFKC only, as when this model was first indexed: folding more would move stored vectors.
+        counts = Counter(_features(unicodedata.normalize("NFKC", text))) if text else Counter()
         vector = self._hashed(counts) if counts else None
         if vector is None:
             vector = self._hashed(Counter({_EMPTY_FEATURE: 1}))
@@ -245,6 +253,8 @@ _COMMON_WORD_FREQ = 1000
 _OFF_TOPIC_FACTOR = 0.5
 
 _MAX_LINES = 3
+_MIN_MEANING = 0.6  # calibrated dense similarity a sentence needs to answer by meaning alone
+_MEANING_UNITS = 80  # sentences embedded per answer at most (one batch of the sandboxed e5)
 _TITLE_CREDIT = 0.85
 _NEARBY_CREDIT = 0.3
 _KEEP_RATIO = 0.5  # candidates below half the best unit's score are never shown
@@ -509,9 +519,16 @@ class ExtractiveChatModel:
     name = "local-extractive"
     generative = False
 
-    def __init__(self, *, min_support: float = 0.25, max_chars: int = 200) -> None:
+    def __init__(
+        self, *, min_support: float = 0.25, max_chars: int = 200, meaning: Embedder | None = None,
+        min_meaning: float = _MIN_MEANING,
+    ) -> None:
         self.min_support = min_support
         self.max_chars = max_chars
+        # A calibrated embedder (its `similarity_range` set) to fall back on when no sentence
+        # shares enough words with the question: a reworded question still means its answer.
+        self.meaning = meaning if meaning is not None and meaning.similarity_range else None
+        self.min_meaning = min_meaning
 
     def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
@@ -531,9 +548,14 @@ class ExtractiveChatModel:
     # -- answer --
 
     def _answer(self, sources: list[ContextSource], question: str, *, max_tokens: int) -> str:
+        if is_foreign(question):
+            # The sources are Chinese: compare them with the Chinese words the question names.
+            question = rendering(question, "\n".join(f"{s.title}\n{s.text}" for s in sources)) or question
         parts = [_source_parts(source, order) for order, source in enumerate(sources)]
         question_terms = _question_terms(question)
         scored, weights = self._score(parts, question, question_terms)
+        if not scored and self.meaning is not None:
+            scored, weights = self._by_meaning(parts, question, question_terms)
         if not scored:
             return _insufficient(question)
         chosen = self._choose(scored, weights)
@@ -606,6 +628,46 @@ class ExtractiveChatModel:
                 scored.append(_Scored(unit, frozenset(matched | scoped), support, score, own))
         return scored, weights
 
+    def _by_meaning(
+        self, parts: list[_SourceParts], question: str, question_terms: set[str]
+    ) -> tuple[list[_Scored], dict[str, float]]:
+        """Units whose calibrated dense similarity to the question reaches `min_meaning`, for a
+        question no unit supports by words. Codes and numbers the question names ("X7", "P2")
+        must appear in the unit's source: meaning alone cannot tell one model from another."""
+        assert self.meaning is not None
+        codes = [k for k in _key_words(question) if not _CJK_RUN.fullmatch(k)]
+        units = [
+            unit
+            for part in parts
+            if all(code.lower() in part.plain for code in codes)
+            for unit in part.units
+            if not unit.asks
+        ][:_MEANING_UNITS]
+        if not units:
+            return [], {}
+        texts = [
+            f"{parts[u.order].tables[u.table].header} {u.text}" if u.table is not None else u.text
+            for u in units
+        ]
+        query = np.asarray(self.meaning.embed_query(question), dtype=np.float64)
+        matrix = np.asarray(self.meaning.embed_documents(texts), dtype=np.float64)
+        cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
+        low, high = self.meaning.similarity_range
+        holds = [question_terms & unit.features for unit in units]
+        weights = _term_weights(question_terms, holds)
+        wants = _wanted_shapes(question)
+        scored = []
+        for unit, cosine, held in zip(units, cosines.tolist(), holds, strict=True):
+            # Unclipped: sentences lie nearer their question than whole chunks, and the order
+            # among those above the calibrated range still tells the answer from its neighbours.
+            meaning = (cosine - low) / (high - low)
+            if meaning < self.min_meaning:
+                continue
+            score = meaning * _answer_likelihood(unit, wants)
+            scored.append(_Scored(unit, frozenset(held), min(1.0, meaning), score, meaning))
+        # One line: the words that would tell its neighbours apart are what is missing here.
+        return sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))[:1], weights
+
     def _choose(self, scored: list[_Scored], weights: dict[str, float]) -> list[_Scored]:
         total = math.fsum(weights.values())
         ranked = sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))
@@ -623,6 +685,8 @@ class ExtractiveChatModel:
                 continue
             gain = math.fsum(weights[t] for t in candidate.matched - covered) / total
             if gain < _MIN_GAIN and candidate.score < best.score * _CLOSE_RATIO:
+                continue
+            if _restates(candidate.unit.text, [c.unit.text for c in chosen]):
                 continue
             seen.add(key)
             if unit.table is not None:
@@ -665,6 +729,18 @@ class ExtractiveChatModel:
             chars += size
             tokens += cost
         return blocks + _images(shown, parts, question, question_terms)
+
+
+_FIGURE = re.compile(r"\d+(?:[.:：]\d+)?")
+
+
+def _restates(text: str, shown: list[str]) -> bool:
+    """A line whose figures all stand in a line already shown, with nothing else asked to add:
+    the FAQ's "RESET 孔 10 秒" and the manual's "按住 RESET 孔 10 秒" are one fact, told once."""
+    figures = set(_FIGURE.findall(text))
+    if not figures:
+        return False
+    return any(figures <= set(_FIGURE.findall(line)) for line in shown)
 
 
 def _answer_likelihood(unit: _Unit, wants: frozenset[str]) -> float:
@@ -761,10 +837,8 @@ def _join(blocks: list[tuple[str, str]]) -> str:
 
 
 def _insufficient(question: str) -> str:
-    shown = question if len(question) <= 60 else question[:60] + "…"
-    # The question is the user's text: no link syntax of ours may pass through it.
-    shown = shown.replace("[", "［").replace("]", "］")
-    return f"根据当前知识库无法确定该问题的答案：现有资料中没有找到与“{shown}”直接相关的内容。"
+    # The same words as the pipeline's own decline, which adds whom to contact.
+    return "根据当前知识库无法确定该问题的答案：没有找到足够可靠的依据。"
 
 
 def _question_terms(question: str) -> set[str]:

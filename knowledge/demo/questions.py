@@ -217,3 +217,51 @@ UNANSWERABLE: list[str] = [
     "食堂晚餐几点开始供应？",
 ]
 
+
+# Questions as employees ask them: reworded, in traditional characters, in English, as
+# follow-ups (after the questions in "history", in one conversation), about look-alike products
+# and table cells. "expected_answer" is verbatim in the demo documents, as above.
+ASKED: list[dict] = [
+    {"category": "paraphrase", "question": "我入职三年了，一年能休几天年假？", "expected_answer": "7天", "file": "employee_handbook.md"},
+    {"category": "paraphrase", "question": "在深圳出差住酒店一晚最多能报多少钱？", "expected_answer": "500元", "file": "employee_handbook.md"},
+    {"category": "paraphrase", "question": "电脑登录密码至少得设几个字符？", "expected_answer": "12 位", "file": "it_helpdesk_guide.docx"},
+    {"category": "paraphrase", "question": "连着 VPN 不操作多长时间会被断掉？", "expected_answer": "30 分钟", "file": "it_helpdesk_guide.docx"},
+    {"category": "paraphrase", "question": "结婚可以休多少天假？", "expected_answer": "10 天", "file": "employee_handbook.md"},
+    {"category": "paraphrase", "question": "工资每个月几号到账？", "expected_answer": "10 日", "file": "employee_handbook.md"},
+    {"category": "paraphrase", "question": "新人的试用期一般多长时间？", "expected_answer": "3 个月", "file": "employee_handbook.md"},
+    {"category": "paraphrase", "question": "路由器的序列号印在什么地方？", "expected_answer": "机身底部标签", "file": "product_manual.pdf"},
+    {"category": "traditional", "question": "婚假有幾天？", "expected_answer": "10 天", "file": "employee_handbook.md"},
+    {"category": "traditional", "question": "陪產假有多少天？", "expected_answer": "15 天", "file": "employee_handbook.md"},
+    {"category": "traditional", "question": "域賬號密碼最少要幾位？", "expected_answer": "12 位", "file": "it_helpdesk_guide.docx"},
+    {"category": "traditional", "question": "報銷審核通過後多久到賬？", "expected_answer": "7 个工作日", "file": "employee_handbook.md"},
+    {"category": "english", "question": "How many days of marriage leave do employees get?", "expected_answer": "10 天", "file": "employee_handbook.md"},
+    {"category": "english", "question": "What is the VPN idle timeout?", "expected_answer": "30 分钟", "file": "it_helpdesk_guide.docx"},
+    {"category": "english", "question": "What is the router's management address?", "expected_answer": "192.168.10.1", "file": "product_manual.pdf"},
+    {"category": "english", "question": "How long is the probation period?", "expected_answer": "3 个月", "file": "employee_handbook.md"},
+    {"category": "english", "question": "How many days of paternity leave can I take?", "expected_answer": "15 天", "file": "employee_handbook.md"},
+    {"category": "follow_up", "history": ["恢复出厂设置要按住 RESET 孔多久？"], "question": "那管理地址是什么？",
+     "expected_answer": "192.168.10.1", "file": "product_manual.pdf"},
+    {"category": "follow_up", "history": ["婚假有几天？"], "question": "那产假呢？", "expected_answer": "158 天", "file": "employee_handbook.md"},
+    {"category": "follow_up", "history": ["普通员工去深圳出差，住宿标准每晚多少钱？"], "question": "那三类城市呢？",
+     "expected_answer": "200元/晚", "file": "employee_handbook.md"},
+    {"category": "follow_up", "history": ["星河X3 的建议零售价是多少？"], "question": "那 X3 Pro 呢？",
+     "expected_answer": "699元", "file": "product_specs.xlsx"},
+    {"category": "lookalike", "question": "星河X3 Pro 的保修期是多久？", "expected_answer": "3年", "file": "product_specs.xlsx"},
+    {"category": "lookalike", "question": "星河X3 的建议零售价是多少？", "expected_answer": "399元", "file": "product_specs.xlsx"},
+    {"category": "lookalike", "question": "星河X1 的最大无线速率是多少？", "expected_answer": "1800Mbps", "file": "product_specs.xlsx"},
+    {"category": "lookalike", "question": "星河X5 Mesh 的整机保修期是几年？", "expected_answer": "3年", "file": "product_specs.xlsx"},
+    {"category": "table", "question": "星河X3 Pro 有多重？", "expected_answer": "780g", "file": "product_specs.xlsx"},
+    {"category": "table", "question": "工作满 12 年的员工年假一共几天？", "expected_answer": "12天", "file": "employee_handbook.md"},
+    {"category": "table", "question": "上海服务站的营业时间是什么？", "expected_answer": "周一至周六 9:00–18:00", "file": "product_specs.xlsx"},
+    {"category": "image", "question": "WAN 口是什么颜色？", "expected_answer": "蓝色", "file": "product_manual.pdf"},
+]
+
+# Asked-like questions nothing in the demo answers: off-topic, or about a product that does not
+# exist, in either language.
+ASKED_UNANSWERABLE: list[str] = [
+    "请给我一份红烧肉菜谱。",
+    "今天北京天气怎么样？",
+    "星河X9 的价格是多少？",
+    "What is the CEO's annual salary?",
+    "公司年会今年在哪个酒店举办？",
+]

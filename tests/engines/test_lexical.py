@@ -65,3 +65,14 @@ def test_question_words_are_shared_and_exceptions_are_content():
 
     assert all(is_question_word(w) for w in ("几个月", "多大", "是谁", "哪一年", "第几"))
     assert not is_question_word("几乎") and not is_question_word("年假")
+
+
+def test_traditional_characters_fold_to_simplified_like_the_index():
+    # given a question typed in traditional characters
+    question = "婚假有幾天？"
+    # when its terms are taken and matched
+    terms = content_terms(question)
+    # then they are the simplified question's, and the simplified evidence covers them
+    assert terms == content_terms("婚假有几天？")
+    assert normalise("報銷審核") == normalise("报销审核")
+    assert coverage(content_terms("域賬號密碼"), "域账号密码至少 12 位").score == pytest.approx(1.0)

@@ -37,7 +37,8 @@ def test_a_cited_source_that_holds_the_answer_makes_the_citation_valid():
     scores = judge(case(), result)
 
     # then
-    assert scores == {"containment": 1.0, "citation_valid": 0.0, "declined": 0.0, "correct": 1.0}
+    assert scores == {"containment": 1.0, "first_line": 1.0, "citation_valid": 0.0, "declined": 0.0,
+                      "correct": 1.0, "chars": 6.0}
 
 
 def test_an_answer_that_cites_nothing_has_no_valid_citation_even_when_its_context_held_the_answer():
@@ -52,19 +53,30 @@ def test_declining_is_right_only_when_no_document_answers():
     assert judge(case(answers=(), answerable=False), turn("火星很冷。", intent="OUT_OF_SCOPE"))["correct"] == 1.0
 
 
-def test_calibration_reports_accuracy_per_confidence_level():
-    # given: two high (one right), one low (right)
-    def outcome(level, correct, answerable=True):
+def test_calibration_reports_accuracy_per_confidence_level_of_answers_with_declines_apart():
+    # given: two high answers (one right), one low answer (wrong), two declines (one right)
+    def outcome(level, correct, answerable=True, declined=False):
         return CaseOutcome(case=SimpleNamespace(answerable=answerable), gold=[], retrieved=[], gold_rank=None,
-                           metrics={"correct": correct}, latency_ms=1.0, details={"confidence": level})
+                           metrics={"correct": correct, "declined": float(declined)}, latency_ms=1.0,
+                           details={"confidence": level, "declined": declined})
 
-    table = calibration([outcome("high", 1.0), outcome("high", 0.0), outcome("low", 1.0, answerable=False)])
+    table = calibration([
+        outcome("high", 1.0), outcome("high", 0.0), outcome("low", 0.0),
+        outcome("low", 1.0, answerable=False, declined=True), outcome("low", 0.0, declined=True),
+    ])
 
     # then
     assert table == [
         {"level": "high", "count": 2, "accuracy": 0.5, "answerable": 2},
-        {"level": "low", "count": 1, "accuracy": 1.0, "answerable": 0},
+        {"level": "low", "count": 1, "accuracy": 0.0, "answerable": 1},
+        {"level": "declined", "count": 2, "accuracy": 0.5, "answerable": 1},
     ]
+
+
+def test_first_line_is_the_first_line_that_says_something():
+    from evaluation.answers import first_line
+
+    assert first_line("\n[来源 1](citation://1)\n年假 7 天。[来源 1](citation://1)\n其他。") == "年假 7 天。[来源 1](citation://1)"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -80,6 +92,8 @@ def test_evaluate_answers_runs_every_question_through_the_chat_pipeline_and_stor
         {"id": "A1", "question": "入职满一年的员工每年有几天带薪年假？", "expected_documents": ["年假制度"], "answers": ["十五天"]},
         {"id": "A2", "question": "一线城市住宿标准每晚多少钱？", "expected_documents": ["差旅标准"], "answers": ["六百元"]},
         {"id": "U1", "question": "公司火星分部的前台电话是多少？", "answerable": False},
+        {"id": "F1", "question": "那一线城市住宿标准每晚多少钱？", "answers": ["六百元"], "category": "follow_up",
+         "history": ["入职满一年的员工每年有几天带薪年假？"]},
     ]), encoding="utf-8")
     call_command("import_eval_set", str(native), "--name", "qa", stdout=io.StringIO())
 
@@ -89,10 +103,17 @@ def test_evaluate_answers_runs_every_question_through_the_chat_pipeline_and_stor
 
     # then
     run = EvalRun.objects.get(kind=RunKind.ANSWERS)
-    assert run.case_count == 3 and run.metrics["answerable"] == 2 and run.metrics["unanswerable"] == 1
+    assert run.case_count == 4 and run.metrics["answerable"] == 3 and run.metrics["unanswerable"] == 1
     assert run.metrics["containment"] == 1.0 and run.metrics["citation_validity"] == 1.0
-    assert run.metrics["insufficient_context_rate"] == 1.0
-    assert sum(row["count"] for row in run.metrics["calibration"]) == 3
+    assert run.metrics["insufficient_context_rate"] == 1.0 and run.metrics["first_line"] == 1.0
+    assert sum(row["count"] for row in run.metrics["calibration"]) == 4
+    assert run.metrics["categories"]["follow_up"] == {"count": 1, "right": 1, "first_line": 1}
+    # the follow-up was asked after its history, in one conversation
+    from chat.models import Conversation
+
+    follow_up = EvalCaseResult.objects.get(run=run, case_key="F1")
+    conversation = Conversation.objects.get(traces__trace_id=follow_up.details["trace_id"])
+    assert conversation.messages.filter(role="user").count() == 2
     row = EvalCaseResult.objects.get(run=run, case_key="A1")
     assert "十五天" in row.answer and row.citations and row.details["route"] and row.details["confidence"]
     report = out.getvalue()

@@ -27,6 +27,10 @@ def test_the_demo_set_has_forty_questions_some_unanswerable_each_naming_its_file
     cases = demo_cases()
     assert len(cases) >= 40
     assert sum(not case.answerable for case in cases) >= 5
+    # asked the way employees ask, too
+    asked = {case.category for case in cases}
+    assert {"paraphrase", "traditional", "english", "follow_up", "lookalike", "table"} <= asked
+    assert all(case.history for case in cases if case.category == "follow_up")
     assert all(case.expected_documents and case.answers for case in cases if case.answerable)
     assert len({case.key for case in cases}) == len(cases)
 
@@ -50,9 +54,13 @@ def test_make_eval_prints_the_ablation_and_the_answer_tables(tmp_path):
     imported, retrieval, answers = (run(command) for command in eval_recipe())
 
     # then
-    assert "demo: 48 cases (6 unanswerable)" in imported.stdout and "default of demo" in imported.stdout
+    cases = demo_cases()
+    unanswerable = sum(not case.answerable for case in cases)
+    assert f"demo: {len(cases)} cases ({unanswerable} unanswerable)" in imported.stdout
+    assert "default of demo" in imported.stdout
     for name in ("dense", "sparse", "hybrid − rewrite", "hybrid − rerank", "hybrid + parent expansion"):
         assert name in retrieval.stdout
     assert "stage p50/p95 ms" in retrieval.stdout
     assert "containment" in answers.stdout and "insufficient_context_rate" in answers.stdout
     assert "confidence" in answers.stdout and "high" in answers.stdout
+    assert "first_line" in answers.stdout and "category" in answers.stdout and "english" in answers.stdout

@@ -25,7 +25,7 @@ from ...services import import_eval_set
 
 
 class Command(BaseCommand):
-    help = "评测回答质量：答案包含率、引用有效率、路由与命中类型分布、无答案问题的拒答率与置信度校准。"
+    help = "评测回答质量：答案包含率、首行命中率、引用有效率、路由与命中类型分布、无答案问题的拒答率与置信度校准。"
 
     def add_arguments(self, parser):
         parser.add_argument("--dataset", help="folder in the shared layout (corpus, queries with answers, qrels)")
@@ -71,7 +71,8 @@ class Command(BaseCommand):
         m = report["metrics"]
         self.stdout.write(f"{eval_set.name}: {m['answerable'] if 'answerable' in m else 0} answerable, "
                           f"{m.get('unanswerable', 0)} unanswerable — run #{report['run_id']}")
-        for name in ("containment", "citation_validity", "answerable_declined", "insufficient_context_rate"):
+        for name in ("containment", "first_line", "citation_validity", "answerable_declined",
+                     "insufficient_context_rate", "median_chars"):
             if name in m:
                 self.stdout.write(f"  {name:<28} {m[name]:.4f}")
         self.stdout.write(f"  {'latency p50 / p95 ms':<28} {report['latency_ms']['p50']:.1f} / {report['latency_ms']['p95']:.1f}")
@@ -80,3 +81,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  {'confidence':<12} {'questions':>9} {'answerable':>10} {'accuracy':>9}")
         for row in m["calibration"]:
             self.stdout.write(f"  {row['level']:<12} {row['count']:>9} {row['answerable']:>10} {row['accuracy']:>9.2%}")
+        if len(m.get("categories", {})) > 1:
+            self.stdout.write(f"  {'category':<14} {'right':>9} {'first line':>11}")
+            for name, row in m["categories"].items():
+                self.stdout.write(f"  {name:<14} {row['right']:>4} / {row['count']:<3} {row['first_line']:>7}")

@@ -13,13 +13,13 @@ _ids = itertools.count(100)
 
 def result(content: str, *, title: str = "员工手册", content_type: str = "text", parent_id: str | None = None,
            assets=(), locator=None, heading_path=("第三章 假期",), chunk_id: int | None = None,
-           context_chunk_ids=None, score: float = 0.03) -> RetrievalResult:
+           context_chunk_ids=None, score: float = 0.03, meaning: float | None = None) -> RetrievalResult:
     chunk_id = chunk_id if chunk_id is not None else next(_ids)
     return RetrievalResult(
         chunk_id=chunk_id, document_id=1, document_title=title, matched_content=content, content=content,
         context_chunk_ids=tuple(context_chunk_ids or (chunk_id,)), score=score, rank_sources=("sparse:original",),
         content_type=content_type, content_types=(content_type,), assets=tuple(assets), locator=locator or {},
-        heading_path=tuple(heading_path), parent_id=parent_id or f"p{chunk_id}",
+        heading_path=tuple(heading_path), parent_id=parent_id or f"p{chunk_id}", semantic_relevance=meaning,
     )
 
 

@@ -161,3 +161,19 @@ def test_not_applicable_keeps_the_evidence_score():
 def test_a_table_and_the_marker_after_it_are_one_fact_unit():
     answer = "| 城市 | 标准 |\n| --- | --- |\n| 深圳 | 500元/晚 |\n[来源 1](citation://1)\n另有补贴。"
     assert fact_units(answer) == ["| 城市 | 标准 |\n| 深圳 | 500元/晚 |[来源 1](citation://1)", "另有补贴。"]
+
+
+def test_a_quantity_question_answered_without_a_number_is_never_high():
+    # given: a "几位" question answered by a well-cited sentence that holds no number
+    answer = "域账号密码同时用于登录电脑和企业邮箱。[来源 1](citation://1)"
+    context = ["域账号密码同时用于登录电脑和企业邮箱。"]
+    # when
+    unasked = calculate_generation_confidence(answer=answer, context_numbers={1}, context_texts=context,
+                                              removed_citations=[], blocked_images=0, declined=False)
+    asked = calculate_generation_confidence(answer=answer, context_numbers={1}, context_texts=context,
+                                            removed_citations=[], blocked_images=0, declined=False,
+                                            question="域账号密码最少要几位？")
+    # then
+    assert unasked.status == "verified"
+    assert asked.status == "partial" and "answer_shape_mismatch" in asked.reasons
+    assert level_of(asked.score) != "high"

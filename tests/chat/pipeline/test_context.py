@@ -130,3 +130,44 @@ def test_long_copies_are_deduplicated_after_clipping_and_faq_answers_stay_within
     # then: one copy of the document, and no item (the FAQ's prompt included) over its budget
     assert [c["verdict"] for c in selection.candidates if c["kind"] == "chunk"] == ["kept", "duplicate"]
     assert all(len(i.prompt_text) <= RULES.max_context_doc_chars + 1 for i in selection.items)
+
+
+def test_a_reworded_question_gets_in_on_meaning_and_the_trace_says_so():
+    # given: a chunk that answers the question in other words, close in meaning
+    docs = [result("婚假：10 天（含法定 3 天），须在领取结婚证后 1 年内一次性休完。", meaning=0.98)]
+    # when
+    selection = select("结婚可以休多少天假？", docs=docs)
+    # then
+    assert [i.result.chunk_id for i in selection.items] == [docs[0].chunk_id]
+    assert selection.candidates[0]["decided_by"] in {"meaning", "words"}
+    assert selection.candidates[0]["meaning"] == 0.98
+
+
+def test_meaning_below_the_floor_lets_nothing_in():
+    # given: an off-topic question whose best chunk is only loosely related
+    docs = [result("北京办公室位于朝阳区望京 SOHO。", meaning=RULES.min_meaning_score - 0.3)]
+    # when
+    selection = select("今天北京天气怎么样？", docs=docs)
+    # then
+    assert selection.items == ()
+
+
+def test_meaning_never_excuses_a_model_code_the_evidence_does_not_name():
+    # given: a look-alike product's chunk, close in meaning
+    docs = [result("星河X3 建议零售价 399元，2024年3月上市。", meaning=0.95)]
+    # when the question names a model no document has
+    selection = select("星河X9 的价格是多少？", docs=docs)
+    # then
+    assert selection.items == ()
+    assert selection.insufficient_reason == "key_term_missing"
+
+
+def test_an_english_question_is_matched_with_the_chinese_words_it_names():
+    # given: Chinese evidence, an English question
+    docs = [result("陪产假：15 天，须在配偶生产后 3 个月内休完。")]
+    # when
+    selection = select("How many days of paternity leave can I take?", docs=docs)
+    # then the question's terms are Chinese and the chunk passes on words
+    assert "产假" in selection.question_terms
+    assert selection.candidates[0]["decided_by"] == "words"
+    assert len(selection.items) == 1

@@ -345,3 +345,18 @@ def test_a_model_that_can_write_rewrites_follow_ups_and_one_that_cannot_is_not_a
     trace = QueryTrace.objects.get(trace_id=second.trace_id)
     assert trace.full_details["preparation"]["rewrite_method"] == "model"
     assert len(recording_model.calls) == 1  # the first answer only
+
+
+def test_a_follow_up_asking_its_own_question_is_not_about_the_previous_subject():
+    from chat.pipeline.preparation import HistoryTurn, RuleFollowUpRewriter
+    from chat.pipeline.rules import load_rules
+
+    rewriter = RuleFollowUpRewriter(load_rules())
+    history = (HistoryTurn(question="恢复出厂设置要按住 RESET 孔多久？", answer="10 秒。", retrieval_query=""),)
+    # when the follow-up names what it asks and asks it
+    own = rewriter.rewrite("那管理地址是什么？", history)
+    # then the previous subject is not put in front of it
+    assert own == "管理地址是什么？"
+    # while a pronoun or a bare subject still carries the previous question
+    assert rewriter.rewrite("那它的保修期是多久？", (HistoryTurn(question="星河X3 多少钱？", answer="", retrieval_query=""),)).startswith("星河X3")
+    assert rewriter.rewrite("那婚假呢？", (HistoryTurn(question="年假有几天？", answer="", retrieval_query=""),)).startswith("婚假有几天")

@@ -606,3 +606,70 @@ def test_caption_without_any_text_still_says_it_is_an_image():
 
     # then
     assert caption.startswith("图片：")
+
+
+REWORDED = """<knowledge_context>
+[来源 1] 员工手册 > 特殊假期
+- 婚假：10 天（含法定 3 天），须在领取结婚证后 1 年内一次性休完。
+- 病假须提供二级及以上医院的证明。
+
+[来源 2] 员工手册 > 考勤
+每月迟到 3 次以内不扣款。
+</knowledge_context>
+
+问题：{question}"""
+
+
+@pytest.fixture(scope="module")
+def e5():
+    from engines.providers.e5 import LocalE5Embedder
+
+    return LocalE5Embedder(batch_size=8)
+
+
+def test_a_reworded_question_is_answered_by_meaning_when_words_do_not_meet(e5):
+    # given: the question shares almost no words with the sentence that answers it
+    messages = [ChatMessage("system", "你是企业知识库助手。"),
+                ChatMessage("user", REWORDED.format(question="结婚可以休多少天假？"))]
+    # when the composer may fall back on the calibrated embedder
+    answer = ExtractiveChatModel(meaning=e5).complete(messages)
+    # then it quotes that sentence, cited, and only it
+    assert answer == "- 婚假：10 天（含法定 3 天），须在领取结婚证后 1 年内一次性休完。[来源 1](citation://1)"
+    # and without the embedder it declines, as before
+    assert ExtractiveChatModel().complete(messages).startswith("根据当前知识库无法确定")
+
+
+def test_meaning_never_answers_about_a_model_the_context_does_not_name(e5):
+    context = """<knowledge_context>
+[来源 1] 价格表
+星河X3 于 2024 年 3 月上市，建议零售价 399 元。
+</knowledge_context>
+
+问题：{question}"""
+    messages = [ChatMessage("user", context.format(question="星河X7 什么时候开卖？"))]
+    assert ExtractiveChatModel(meaning=e5).complete(messages).startswith("根据当前知识库无法确定")
+
+
+def test_the_same_figure_is_told_once():
+    context = """<knowledge_context>
+[来源 1] 常见问题：怎么恢复出厂设置？
+通电状态下用卡针按住背面 RESET 孔 10 秒，指示灯蓝色闪烁后松开。
+
+[来源 2] 用户手册 > 恢复出厂设置
+在通电状态下，用卡针按住机身背面的 RESET 孔 10 秒，指示灯变为蓝色闪烁后松开。
+</knowledge_context>
+
+问题：{question}"""
+    answer = ask_about(context, "恢复出厂设置要按住 RESET 孔多久？")
+    assert answer.count("10 秒") == 1
+
+
+def test_an_english_question_is_answered_from_chinese_sources():
+    context = """<knowledge_context>
+[来源 1] 员工手册 > 特殊假期
+陪产假：15 天，须在配偶生产后 3 个月内休完。
+</knowledge_context>
+
+问题：{question}"""
+    answer = ask_about(context, "How many days of paternity leave can I take?")
+    assert answer.startswith("陪产假：15 天") and "[来源 1](citation://1)" in answer
