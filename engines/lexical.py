@@ -37,10 +37,13 @@ QUESTION_WORDS = frozenset(
 # Grammar, not subject: content_terms drops them too (the extractive model keeps them as weak
 # evidence, weighted by IDF over its context).
 FUNCTION_WORDS = frozenset(
-    "着 过 或者 还是 就 都 也 又 还 对 把 被 给 从 向 到 为 以 于 之 其".split()
+    "着 过 或者 还是 就 都 也 又 还 对 把 被 给 从 向 到 为 以 于 之 其 得 地".split()
 )
 _NOT_HOW_MANY = frozenset("几乎 几何 几率 几经 几内".split())  # otherwise 几 + … is "how many …"
 _HOW_MUCH = frozenset("大长高远重久宽深厚快")
+
+# Pronouns and modals jieba's HMM glues to the next character ("我入职" → 我入 / 职).
+_GLUED_LEADS = frozenset("我你您他她它咱能会要想得")
 
 # Characters jieba glues to a name it does not know ("马赛罗是", "歌叫", "成苏镜宇").
 GLUE_CHARS = "是的了以有在被把和与及将对于为又也都就叫做"
@@ -123,8 +126,17 @@ def _content_terms(text: str) -> tuple[str, ...]:
     folded = fold(text)
     words: list[str] = []
     run = ""  # consecutive single CJK characters: jieba's split of a word it does not know
-    for word in segmenter().lcut(folded) + [""]:
+    idf, _median = _idf_table()
+    tokens: list[str] = []
+    for word in segmenter().lcut(folded):
         word = word.strip()
+        # jieba's HMM glues a pronoun or modal to the next character of a word it then splits
+        # ("我入" + "职", "能休", "得设"): the glued character is not part of the subject.
+        if len(word) == 2 and word[0] in _GLUED_LEADS and word not in idf and _CJK_WORD.fullmatch(word):
+            tokens.extend((word[0], word[1]))
+        else:
+            tokens.append(word)
+    for word in tokens + [""]:
         if len(word) == 1 and _CJK.fullmatch(word) and word not in QUESTION_WORDS and word not in FUNCTION_WORDS:
             run += word
             continue
@@ -134,6 +146,16 @@ def _content_terms(text: str) -> tuple[str, ...]:
         if word and _WORD_CHAR.search(word) and not is_question_word(word) and word not in FUNCTION_WORDS:
             words.append(_unglued(word))
     return tuple(dict.fromkeys(words))
+
+
+# A question asking for a quantity (how many / how much / how long …), after `fold`.
+_ASKS_QUANTITY = re.compile(
+    r"多少|几[个位名种项条次天周年月日号点台页人岁倍级]?|多[久长大高远重宽]|百分之|比例|how (?:many|much|long)"
+)
+
+
+def asks_quantity(question: str) -> bool:
+    return bool(_ASKS_QUANTITY.search(fold(question)))
 
 
 def is_question_word(word: str) -> bool:

@@ -39,7 +39,7 @@ from typing import Any
 
 from django.utils.translation import pgettext
 
-from engines.lexical import content_terms, coverage, normalise
+from engines.lexical import asks_quantity, content_terms, coverage, normalise
 
 HIGH = 0.82
 MEDIUM = 0.55
@@ -187,18 +187,14 @@ def fact_units(answer: str) -> list[str]:
     return units
 
 
-# Questions that ask for a quantity, and what a line answering one holds.
-_ASKS_QUANTITY = re.compile(
-    r"多少|几[个位名种项条次天周年月日号点台页人岁倍级]?|多[久长大高远重宽]|百分之|比例|how (?:many|much|long)",
-    re.I,
-)
+# What a line answering a quantity question holds.
 _QUANTITY = re.compile(r"\d|[一二两三四五六七八九十百千万半]+\s*[个位名种项条次天周年月日号点台页人岁倍级元小分秒%]")
 
 
 def answers_kind(question: str, line: str) -> bool:
     """Whether the answer's first line has the kind of content the question asks for (so far:
     a quantity for 多少 / 几 / 多久 questions). True when the question asks for no such kind."""
-    if not question or not _ASKS_QUANTITY.search(question):
+    if not question or not asks_quantity(question):
         return True
     text = _IMAGE.sub("", _CITATION.sub("", line))
     return bool(_QUANTITY.search(text))

@@ -17,7 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from engines.lexical import normalise
+from engines.lexical import asks_quantity, normalise
 from retrieval.contracts import FaqHit
 from retrieval.faqs import FaqRetrieval, FaqSearchRequest, FaqSearchResponse
 
@@ -80,7 +80,12 @@ def faq_direct_answer(
     top = response.hits[0]
     if top.exact:
         return top, "exact"
-    if top.score >= threshold and codes(question) == codes(top.matched_question):
+    if (
+        top.score >= threshold
+        and codes(question) == codes(top.matched_question)
+        # "星河X3 Pro 有多重？" is not "星河X3 和 X3 Pro 有什么区别？", however many names they share.
+        and asks_quantity(question) == asks_quantity(top.matched_question)
+    ):
         return top, "similarity"
     return None, ""
 

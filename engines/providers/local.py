@@ -248,6 +248,7 @@ _ANSWER_SHAPES = {
     "money": re.compile(r"\d\s*(?:元|块|万|亿|美元|港元|欧元|日元)|[¥￥$€£]\s*\d|RMB|CNY|USD", re.I),
 }
 _SHAPE_BONUS = 1.1
+_SHAPE_MISS = 0.8
 _CAPTION_FACTOR = 0.8
 _COMMON_WORD_FREQ = 1000
 _OFF_TOPIC_FACTOR = 0.5
@@ -261,6 +262,8 @@ _KEEP_RATIO = 0.5  # candidates below half the best unit's score are never shown
 _CLOSE_RATIO = 0.8  # ... nor below this share unless they cover new question terms
 _MIN_GAIN = 0.1  # IDF share of question terms a supporting line must add
 _ASKS_FACTOR = 0.5  # a question sentence restates, the sentence after it answers
+_LEAD_FACTOR = 0.5  # a lead-in, heading or table pointer says what follows, not the answer
+_LIST_LINES = 6  # lines after a lead-in that it introduces at most
 _MAX_TABLE_ROWS = 5
 _ROW_RATIO = 0.8  # rows of the chosen row's table shown with it need this share of its score
 _MAX_IMAGES = 2
@@ -301,6 +304,10 @@ class _Unit:
     header: frozenset[str] = frozenset()  # a row's column names: they scope it like a title
     asks: bool = False  # the sentence is itself a question (FAQ "常见问题：…？")
     caption: bool = False  # the sentence is an image caption
+    line: int = 0  # the source line it was read from
+    # It introduces what follows rather than saying it: a line ending in a colon ("须满足以下
+    #规则："), a numbered heading ("6.3 忘记管理员密码"), a pointer to a table ("具体天数如下表。").
+    lead: bool = False
 
 
 @dataclass
@@ -394,7 +401,7 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
     title = _squash(source.title)
     lines = [line.strip() for line in source.text.splitlines()]
 
-    def add(text: str, table: int | None = None) -> None:
+    def add(text: str, table: int | None = None, line: int = 0) -> None:
         if _OUR_MARKUP.search(text):
             return
         if table is None and (len(text) < 2 or not _WORD_CHAR.search(text)):
@@ -410,6 +417,8 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
                 header=_header_features(tables, table),
                 asks=table is None and text.rstrip("”’」』）)》\"' ").endswith(("？", "?")),
                 caption=table is None and bool(_CAPTION_START.match(text)),
+                line=line,
+                lead=table is None and _is_lead(text),
             )
         )
 
@@ -430,7 +439,7 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
             continue
         if line and _squash(line) != title:  # a body line repeating the title is no content
             for start, stop in sentence_spans(line):
-                add(line[start:stop])
+                add(line[start:stop], line=index)
         index += 1
     # A sentence repeating an image's caption is a caption too.
     captions = [_squash(a.caption) for a in assets]
@@ -589,6 +598,7 @@ class ExtractiveChatModel:
         weights = _term_weights(question_terms, list(holds.values()))
         total = math.fsum(weights.values())
         wants = _wanted_shapes(question)
+        asked_models = model_codes(question)
         scored: list[_Scored] = []
         for part in parts:
             nearby_terms = question_terms & part.terms
@@ -596,6 +606,7 @@ class ExtractiveChatModel:
             if "image" in wants:
                 title_terms |= question_terms & part.caption_terms
             previous: _Unit | None = None
+            lead: _Unit | None = None
             for unit in part.units:
                 matched = set(holds[id(unit)])
                 # The sentence after a question in the source answers it ("常见问题：…？" then
@@ -603,10 +614,20 @@ class ExtractiveChatModel:
                 if previous is not None and previous.asks and unit.table is None and not unit.asks:
                     matched |= holds[id(previous)]
                 previous = unit
+                # The items a line ending in a colon introduces ("密码必须满足以下规则：" then
+                # "长度至少 12 位；") are about what it names, as rows are about their header.
+                inherited: set[str] = set()
+                if unit.table is None and not unit.lead and lead is not None and 0 < unit.line - lead.line <= _LIST_LINES:
+                    inherited = holds[id(lead)] - matched
+                if unit.lead and unit.text.rstrip().endswith(("：", ":")):
+                    lead = unit
                 # A row's column names scope it like a title, and may anchor it: "指示灯有哪些
                 # 状态" is answered by the rows under "| 指示灯状态 | 含义 |".
-                scoped = (question_terms & unit.header) - matched
+                scoped = ((question_terms & unit.header) | inherited) - matched
                 if not (matched | scoped) & anchors:
+                    continue
+                if asked_models and _about_other_models(unit.text, asked_models):
+                    # "星河X3 整机保修 2 年" never answers a question about X3 Pro.
                     continue
                 nearby = nearby_terms - matched - scoped
                 # fsum: exact, so equal evidence gives equal support in every process (a plain
@@ -714,13 +735,23 @@ class ExtractiveChatModel:
             if unit.table is not None:
                 table = parts[unit.order].tables[unit.table]
                 rows = _table_rows(item, scored, table)
-                lines = [table.header, table.separator, *rows]
-                kind, body = "table", "\n".join(lines) + "\n\n" + marker
-                size = len(table.header) + sum(len(r) for r in rows)
+                asked = _asked_columns(table.header, question_terms)
+                if asked and len(rows) == 1:
+                    # One item, the values asked for: a sentence of those cells, not the row.
+                    sentence = _cells_sentence(table.header, rows[0], asked)
+                    kind, body, size = "text", sentence + marker, len(sentence)
+                else:
+                    lines = [table.header, table.separator, *rows]
+                    if asked:
+                        # Several items compared: their rows, only the columns asked for.
+                        lines = [_columns(line, [0, *asked]) for line in lines]
+                    kind, body = "table", "\n".join(lines) + "\n\n" + marker
+                    size = sum(len(line) for line in lines)
             else:
+                text = _unlabelled(unit.text, question_terms)
                 # "…!" + "[来源 1](…)" would read as markdown image syntax: keep them apart.
-                glue = " " if unit.text.endswith("!") else ""
-                kind, body, size = "text", unit.text + glue + marker, len(unit.text)
+                glue = " " if text.endswith("!") else ""
+                kind, body, size = "text", text + glue + marker, len(text)
             cost = count_tokens(body)
             if blocks and (chars + size > self.max_chars or tokens + cost > max_tokens):
                 continue
@@ -732,6 +763,96 @@ class ExtractiveChatModel:
 
 
 _FIGURE = re.compile(r"\d+(?:[.:：]\d+)?")
+
+
+# A model name: letters then digits, with the suffix that makes it another model ("X3 Pro").
+_MODEL = re.compile(
+    r"(?<![a-z0-9])([a-z]{1,4}-?\d{1,4}[a-z]?)(?:\s*(pro|max|plus|mini|lite|ultra|mesh|se|s))?(?![a-z0-9])"
+)
+
+
+def model_codes(text: str) -> frozenset[str]:
+    """Model names in `text`, folded and without spaces ("星河X3 Pro" → "x3pro")."""
+    folded = _normalise(text).lower()
+    return frozenset(m.group(1).replace("-", "") + (m.group(2) or "") for m in _MODEL.finditer(folded))
+
+
+def _about_other_models(text: str, asked: frozenset[str]) -> bool:
+    """The text names models, none of them one the question asks about."""
+    named = model_codes(text)
+    return bool(named) and not (named & asked)
+
+
+_HEADING = re.compile(r"^(?:第[一二三四五六七八九十\d]+[章节条部分]|\d+(?:\.\d+)+|\d+[、.．])\s*\S")
+_POINTER = re.compile(r"(?:如下表|见下表|如下图|见下图|下表|如下)[。：:]?$")
+
+
+def _is_lead(text: str) -> bool:
+    stripped = text.rstrip()
+    if stripped.endswith(("：", ":")):
+        return True
+    if _POINTER.search(stripped):
+        return True
+    # A numbered heading is short and ends in no sentence mark.
+    return bool(_HEADING.match(stripped)) and len(stripped) <= 30 and not stripped.endswith(("。", "；", ";", "！", "？"))
+
+
+_LABEL = re.compile(r"^[-•*·\s]*([^：:，,。；;\d]{1,8})[：:]\s*(\S.*)$")
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def _columns(line: str, keep: list[int]) -> str:
+    cells = _cells(line)
+    return "| " + " | ".join(cells[i] for i in keep if i < len(cells)) + " |"
+
+
+def _asked_columns(header: str, question_terms: set[str]) -> list[int]:
+    """The column after the first whose name holds the most question words ("最大无线速率" for
+    "最大无线速率是多少", not "最大接入终端"): what the question asks of the row's item. Empty
+    when no column is named, or when several are named alike (the whole row answers then)."""
+    names = _cells(header)
+    counts = {
+        index: len(frozenset(lexical_features(name)) & question_terms)
+        for index, name in enumerate(names)
+        if index and {t for t in frozenset(lexical_features(name)) & question_terms if t.startswith("w:")}
+    }
+    if not counts:
+        return []
+    best = max(counts.values())
+    asked = [index for index, count in counts.items() if count == best]
+    return asked if len(asked) == 1 else []
+
+
+def _cells_sentence(header: str, row: str, asked: list[int]) -> str:
+    """ "星河X3 Pro 的整机保修期是 3年。" from the row's first cell and the asked cells."""
+    names, cells = _cells(header), _cells(row)
+    parts = [f"{names[i]}是 {cells[i]}" for i in asked if i < len(cells) and cells[i]]
+    key = cells[0]
+    space = " " if key[-1:].isascii() and key[-1:].isalnum() else ""
+    return f"{key}{space}的" + "，".join(parts) + "。"
+
+
+def _unlabelled(text: str, question_terms: set[str]) -> str:
+    """The sentence without a short label of the source's ("其他型号：…", "注意：…") that names
+    nothing the question asks about; a label that does ("婚假：10 天") stays."""
+    match = _LABEL.match(text)
+    if match is None:
+        return text
+    label, rest = match.group(1).strip(), match.group(2)
+    if label in _FORMAT_LABELS:
+        return rest
+    if frozenset(lexical_features(label)) & question_terms:
+        return text
+    # A label naming something else is dropped only when the rest says what is asked by itself.
+    words = {t for t in frozenset(lexical_features(rest)) & question_terms if t.startswith("w:")}
+    return rest if words else text
+
+
+# Labels that say how a source is laid out, never what it is about.
+_FORMAT_LABELS = frozenset("标准答案 答案 答 回答 说明 备注 注 注意 提示 其他型号 其他 另外 此外".split())
 
 
 def _restates(text: str, shown: list[str]) -> bool:
@@ -749,11 +870,16 @@ def _answer_likelihood(unit: _Unit, wants: frozenset[str]) -> float:
     factor = 1.0
     if unit.asks:
         factor *= _ASKS_FACTOR
+    if unit.lead:
+        factor *= _LEAD_FACTOR
     for kind in wants:
         if kind == "image":
             continue
         if _ANSWER_SHAPES[kind].search(unit.text):
             factor *= _SHAPE_BONUS
+        elif unit.table is None:
+            # "几号？" answered by a sentence with no number at all has not answered it.
+            factor *= _SHAPE_MISS
     # A caption describes a picture: the answer when the question is about one, else a weak one.
     if unit.caption:
         factor *= _SHAPE_BONUS if "image" in wants else _CAPTION_FACTOR
@@ -847,7 +973,15 @@ def _question_terms(question: str) -> set[str]:
     words = lexical_words(question)
     kept = [w for w in words if not is_question_word(w)]
     remainder = "".join(w if not is_question_word(w) else " " for w in words)
-    return {f"w:{w}" for w in kept} | {f"b:{b}" for b in cjk_bigrams(remainder)}
+    # "有多重？" asks for the weight: the measure it names is a word the answer's table uses.
+    implied = [_IMPLIED_MEASURES[w] for w in words if w in _IMPLIED_MEASURES]
+    return {f"w:{w}" for w in kept + implied} | {f"b:{b}" for b in cjk_bigrams(remainder)}
+
+
+_IMPLIED_MEASURES = {
+    "多重": "重量", "多大": "大小", "多长": "长度", "多高": "高度", "多宽": "宽度", "多远": "距离",
+    "多厚": "厚度", "多深": "深度", "多快": "速度", "多贵": "价格",
+}
 
 
 def _term_weights(terms: set[str], held: list[set[str]]) -> dict[str, float]:
