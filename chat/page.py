@@ -68,6 +68,7 @@ CATALOG = {
     "reason_invalid_citations_removed": _("已移除无效引用"),
     "reason_images_blocked": _("已屏蔽不可信图片"),
     "reason_answer_shape_mismatch": _("回答未给出所问的数值"),
+    "reason_calibrated_probability": _("按实测答对率校准"),
     "hit_direct_answer": _("直接回答"),
     "hit_faq_exact": _("FAQ 精确匹配"),
     "hit_faq_direct": _("FAQ 相似匹配"),

@@ -133,7 +133,13 @@ def evaluate_answers(
     except BaseException as exc:
         services.fail_run(run=run, error=f"{type(exc).__name__}: {exc}")
         raise
-    return {"run_id": run.pk, "metrics": metrics, "latency_ms": latency}
+    cases = [
+        {"key": o.case.key, "category": o.case.category, "answerable": o.case.answerable,
+         "hit_type": o.details["hit_type"], "declined": o.details["declined"], "right": o.metrics["correct"],
+         "level": o.details["confidence"], "score": o.details["score"], "features": o.details["features"]}
+        for o in outcomes
+    ]
+    return {"run_id": run.pk, "metrics": metrics, "latency_ms": latency, "cases": cases}
 
 
 def summarize_answers(outcomes: Sequence[services.CaseOutcome]) -> dict:

@@ -59,6 +59,7 @@ from ..models import Conversation
 from .citations import attach_support, build_citations, faq_citation, reference_tail
 from .confidence import (
     NOT_APPLICABLE,
+    answer_features,
     calculate_evidence_confidence,
     calculate_generation_confidence,
     combine_answer_confidence,
@@ -323,7 +324,16 @@ class RAGService:
                 removed_citations=answer_filter.removed_citations, blocked_images=answer_filter.blocked_images,
                 declined=declined, question=prepared.rewritten_query,
             )
-        confidence = combine_answer_confidence(evidence_confidence, verification)
+        features = answer_features(
+            question_terms=selection.question_terms, answer=answer, question=prepared.rewritten_query,
+            sources=[
+                (item.number, item.title, item.text, item.relevance.score,
+                 item.result.semantic_relevance if item.result is not None else None)
+                for item in selection.items
+            ],
+        )
+        confidence = combine_answer_confidence(evidence_confidence, verification, features=features,
+                                               rules=rules.confidence)
         turn.info["generation"] = {
             "model": model.name,
             "removed_citations": list(answer_filter.removed_citations),

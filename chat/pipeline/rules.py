@@ -11,6 +11,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from .confidence import AnswerFeatures, ConfidenceRules
+
 DEFAULT_RULES_PATH = Path(__file__).resolve().parent.parent / "rules.toml"
 
 
@@ -101,6 +103,7 @@ class Rules:
     retrieval: RetrievalDefaults
     context: ContextRules
     generation: GenerationRules
+    confidence: ConfidenceRules
 
 
 def normalise_question(text: str) -> str:
@@ -151,9 +154,25 @@ def parse_rules(raw: dict) -> Rules:
                 **{**context, "prefer_table_patterns": _patterns(context["prefer_table_patterns"], "context")}
             ),
             generation=GenerationRules(**raw["generation"]),
+            confidence=_confidence(raw["confidence"]),
         )
     except (KeyError, TypeError) as exc:
         raise RulesError(f"rules file is incomplete: {exc}") from exc
+
+
+def _confidence(raw: dict) -> ConfidenceRules:
+    weights = dict(raw["weights"])
+    unknown = sorted(set(weights) - set(AnswerFeatures.NAMES))
+    if unknown:
+        raise RulesError(f"confidence: unknown features {', '.join(unknown)}")
+    high, medium = float(raw["high"]), float(raw["medium"])
+    if not 0.0 < medium <= high < 1.0:
+        raise RulesError("confidence: need 0 < medium <= high < 1")
+    return ConfidenceRules(
+        bias=float(raw["bias"]),
+        weights=tuple((name, float(weights[name])) for name in AnswerFeatures.NAMES if name in weights),
+        high=high, medium=medium,
+    )
 
 
 @lru_cache(maxsize=4)

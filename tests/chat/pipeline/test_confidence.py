@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from chat.pipeline.confidence import (
     NOT_APPLICABLE,
+    AnswerFeatures,
+    ConfidenceRules,
+    answer_features,
     calculate_evidence_confidence,
     calculate_generation_confidence,
     combine_answer_confidence,
@@ -177,3 +182,61 @@ def test_a_quantity_question_answered_without_a_number_is_never_high():
     assert unasked.status == "verified"
     assert asked.status == "partial" and "answer_shape_mismatch" in asked.reasons
     assert level_of(asked.score) != "high"
+
+
+RULES = ConfidenceRules(bias=-2.0, weights=(("coverage", 2.0), ("shape", 2.0)), high=0.85, medium=0.5)
+
+
+def features(**overrides):
+    values = dict(coverage=1.0, relevance=1.0, meaning=0.0, shape=1.0, agreement=1.0)
+    values.update(overrides)
+    return AnswerFeatures(**values)
+
+
+def test_a_document_answer_is_scored_by_the_fitted_model_and_its_cut_offs():
+    # given: verified answers, one that covers the question and has its shape, one that does not
+    verified = calculate_generation_confidence(answer="年假 7 天。[来源 1](citation://1)", context_numbers={1},
+                                               context_texts=["年假 7 天。"], removed_citations=[],
+                                               blocked_images=0, declined=False)
+    # when
+    good = combine_answer_confidence(evidence(), verified, features=features(), rules=RULES)
+    weak = combine_answer_confidence(evidence(), verified, features=features(coverage=0.2, shape=0.0), rules=RULES)
+    # then: the logistic probability, labelled by the rules' cut-offs, with the features traced
+    assert good["score"] == pytest.approx(1 / (1 + math.exp(-2.0)), abs=1e-4) and good["level"] == "high"
+    assert weak["score"] == pytest.approx(1 / (1 + math.exp(1.6)), abs=1e-4) and weak["level"] == "low"
+    assert "calibrated_probability" in good["reasons"]
+    assert good["signals"]["features"]["coverage"] == 1.0
+
+
+def test_a_failed_verification_still_bounds_the_calibrated_score():
+    failed = calculate_generation_confidence(answer="根据当前知识库无法确定。", context_numbers={1},
+                                             context_texts=["年假 7 天。"], removed_citations=[],
+                                             blocked_images=0, declined=True)
+    combined = combine_answer_confidence(evidence(), failed, features=features(), rules=RULES)
+    assert combined["score"] <= failed.score
+
+
+def test_features_are_measured_on_the_first_line_and_its_source():
+    # given: two sources, the first line cites the second
+    answer = "婚假 10 天。[来源 2](citation://2)\n病假须有证明。[来源 1](citation://1)"
+    sources = [(1, "员工手册 · 病假", "病假须有证明。", 0.3, 0.4), (2, "员工手册 · 婚假", "婚假 10 天。", 0.9, 0.95)]
+    # when
+    measured = answer_features(question_terms=["婚假"], answer=answer, sources=sources, question="婚假有几天？")
+    # then
+    assert measured == AnswerFeatures(coverage=1.0, relevance=0.9, meaning=0.95, shape=1.0, agreement=0.5)
+
+
+def test_the_rules_file_rejects_unknown_features_and_disordered_cut_offs():
+    import tomllib
+
+    from chat.pipeline.rules import DEFAULT_RULES_PATH, RulesError, parse_rules
+
+    raw = tomllib.loads(DEFAULT_RULES_PATH.read_text(encoding="utf-8"))
+    assert parse_rules(raw).confidence.high > parse_rules(raw).confidence.medium
+    raw["confidence"]["weights"]["length"] = 1.0
+    with pytest.raises(RulesError, match="length"):
+        parse_rules(raw)
+    del raw["confidence"]["weights"]["length"]
+    raw["confidence"]["high"] = 0.3
+    with pytest.raises(RulesError, match="medium"):
+        parse_rules(raw)
