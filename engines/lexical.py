@@ -37,7 +37,8 @@ QUESTION_WORDS = frozenset(
 # Grammar, not subject: content_terms drops them too (the extractive model keeps them as weak
 # evidence, weighted by IDF over its context).
 FUNCTION_WORDS = frozenset(
-    "着 过 或者 还是 就 都 也 又 还 对 把 被 给 从 向 到 为 以 于 之 其 得 地".split()
+    "着 过 或者 还是 就 都 也 又 还 对 把 被 给 从 向 到 为 以 于 之 其 得 地 "
+    "每个 各个 一般 通常 大概 大约 一共 总共".split()
 )
 _NOT_HOW_MANY = frozenset("几乎 几何 几率 几经 几内".split())  # otherwise 几 + … is "how many …"
 _HOW_MUCH = frozenset("大长高远重久宽深厚快")
@@ -136,7 +137,13 @@ def _content_terms(text: str) -> tuple[str, ...]:
             tokens.extend((word[0], word[1]))
         else:
             tokens.append(word)
+    previous = ""
     for word in tokens + [""]:
+        asked = asks_for(previous, word)
+        previous = word or previous
+        if asked:
+            # "几个字符" / "什么地方": the kind of answer wanted, not what the question is about.
+            continue
         if len(word) == 1 and _CJK.fullmatch(word) and word not in QUESTION_WORDS and word not in FUNCTION_WORDS:
             run += word
             continue
@@ -156,6 +163,25 @@ _ASKS_QUANTITY = re.compile(
 
 def asks_quantity(question: str) -> bool:
     return bool(_ASKS_QUANTITY.search(fold(question)))
+
+
+def asks_for(previous: str, word: str) -> bool:
+    """A measure word after "几 / 多少" ("几个字符"), or a noun after "什么 / 哪个" that only says
+    the kind of answer ("什么地方", "哪个时候")."""
+    if previous in _HOW_MANY_WORDS:  # "几天" holds its measure already: "几天年假" asks about 年假
+        return word in MEASURE_WORDS
+    if previous in ("什么", "哪个", "哪些", "哪种", "啥"):
+        return word in _KIND_WORDS
+    return False
+
+
+_HOW_MANY_WORDS = frozenset("多少 多少个 几 几个".split())
+# Units a "how many" question names: they say what is counted, and the answer may use another
+# ("几个字符" → "12 位").
+MEASURE_WORDS = frozenset(
+    "字符 字 位 个 次 天 日 周 年 月 小时 分钟 秒 人 名 页 台 张 份 件 项 种 条 元 块 钱 岁 层 间 家 所 部 本".split()
+)
+_KIND_WORDS = frozenset("地方 时候 时间 位置 东西 样子 人 原因 办法 方法 方式 情况 内容 意思".split())
 
 
 def is_question_word(word: str) -> bool:

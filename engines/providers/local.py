@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import threading
 import unicodedata
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -22,6 +23,7 @@ from engines.glossary import is_foreign, rendering
 from engines.lexical import (
     CJK_CHARS,
     GLUE_CHARS,
+    asks_for,
     is_question_word,
     mention_share,
     segmenter,
@@ -256,6 +258,7 @@ _OFF_TOPIC_FACTOR = 0.5
 _MAX_LINES = 3
 _MIN_MEANING = 0.6  # calibrated dense similarity a sentence needs to answer by meaning alone
 _MEANING_UNITS = 80  # sentences embedded per answer at most (one batch of the sandboxed e5)
+_SENTENCE_CACHE = 4096  # sentence vectors kept per process (384 floats each: about 12 MB)
 _TITLE_CREDIT = 0.85
 _NEARBY_CREDIT = 0.3
 _KEEP_RATIO = 0.5  # candidates below half the best unit's score are never shown
@@ -399,6 +402,8 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
     tables: list[_Table] = []
     assets: list[_Asset] = []
     title = _squash(source.title)
+    # "文档标题 > 章节 · 第 3 页": each part of the title, as a body line, is a heading, not content.
+    title_parts = {_squash(p) for p in re.split(r"\s+[·>]\s+", source.title) if p.strip()}
     lines = [line.strip() for line in source.text.splitlines()]
 
     def add(text: str, table: int | None = None, line: int = 0) -> None:
@@ -437,7 +442,8 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
             _table_units(lines[index:end], tables, add)
             index = end
             continue
-        if line and _squash(line) != title:  # a body line repeating the title is no content
+        # A body line repeating the title, or one part of it, is no content.
+        if line and _squash(line) != title and _squash(line) not in title_parts:
             for start, stop in sentence_spans(line):
                 add(line[start:stop], line=index)
         index += 1
@@ -538,6 +544,8 @@ class ExtractiveChatModel:
         # shares enough words with the question: a reworded question still means its answer.
         self.meaning = meaning if meaning is not None and meaning.similarity_range else None
         self.min_meaning = min_meaning
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
@@ -671,7 +679,7 @@ class ExtractiveChatModel:
             for u in units
         ]
         query = np.asarray(self.meaning.embed_query(question), dtype=np.float64)
-        matrix = np.asarray(self.meaning.embed_documents(texts), dtype=np.float64)
+        matrix = self._sentence_vectors(texts)
         cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
         low, high = self.meaning.similarity_range
         holds = [question_terms & unit.features for unit in units]
@@ -688,6 +696,27 @@ class ExtractiveChatModel:
             scored.append(_Scored(unit, frozenset(held), min(1.0, meaning), score, meaning))
         # One line: the words that would tell its neighbours apart are what is missing here.
         return sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))[:1], weights
+
+    def _sentence_vectors(self, texts: list[str]) -> np.ndarray:
+        """Vectors of context sentences, the ones seen before from a bounded cache: the same
+        chunks answer many questions, and embedding their sentences is most of this fallback's
+        cost."""
+        assert self.meaning is not None
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for text in dict.fromkeys(texts):
+                if text in self._vectors:
+                    self._vectors.move_to_end(text)
+                    found[text] = self._vectors[text]
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            fresh = {t: np.asarray(v, dtype=np.float64) for t, v in zip(missing, self.meaning.embed_documents(missing), strict=True)}
+            found.update(fresh)
+            with self._lock:
+                self._vectors.update(fresh)
+                while len(self._vectors) > _SENTENCE_CACHE:
+                    self._vectors.popitem(last=False)
+        return np.vstack([found[t] for t in texts])
 
     def _choose(self, scored: list[_Scored], weights: dict[str, float]) -> list[_Scored]:
         total = math.fsum(weights.values())
@@ -971,8 +1000,11 @@ def _question_terms(question: str) -> set[str]:
     """Content words of the question, and CJK bigrams of the text left between question words
     (so "哪些材料" yields "材料", not the noise bigram "些材")."""
     words = lexical_words(question)
-    kept = [w for w in words if not is_question_word(w)]
-    remainder = "".join(w if not is_question_word(w) else " " for w in words)
+    # "几个字符", "什么地方": the kind of answer asked for goes with the question word.
+    asking = {i for i in range(1, len(words)) if asks_for(words[i - 1], words[i])}
+    skipped = [is_question_word(w) or i in asking for i, w in enumerate(words)]
+    kept = [w for w, skip in zip(words, skipped, strict=True) if not skip]
+    remainder = "".join(" " if skip else w for w, skip in zip(words, skipped, strict=True))
     # "有多重？" asks for the weight: the measure it names is a word the answer's table uses.
     implied = [_IMPLIED_MEASURES[w] for w in words if w in _IMPLIED_MEASURES]
     return {f"w:{w}" for w in kept + implied} | {f"b:{b}" for b in cjk_bigrams(remainder)}

@@ -76,3 +76,18 @@ def test_traditional_characters_fold_to_simplified_like_the_index():
     assert terms == content_terms("婚假有几天？")
     assert normalise("報銷審核") == normalise("报销审核")
     assert coverage(content_terms("域賬號密碼"), "域账号密码至少 12 位").score == pytest.approx(1.0)
+
+
+def test_what_a_question_counts_or_asks_the_kind_of_is_not_its_subject():
+    # "几个字符" asks for a count in characters; the answer may say "12 位"
+    assert content_terms("电脑登录密码至少得设几个字符？") == ["电脑", "登录", "密码", "至少", "设"]
+    # "什么地方" asks where; "地方政府" is a subject
+    assert "地方" not in content_terms("路由器的序列号印在什么地方？")
+    assert "地方" in content_terms("地方政府是什么？")
+
+
+def test_a_pronoun_or_modal_glued_to_the_next_character_is_dropped():
+    # jieba's HMM reads "我入职" as 我入 / 职 and "能休" as one word
+    assert content_terms("我入职三年了，一年能休几天年假？") == ["入职", "三年", "一年", "休", "年假"]
+    # a name jieba knows as a word keeps its first character
+    assert content_terms("何晏是谁？") == ["何晏"]
