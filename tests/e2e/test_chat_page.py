@@ -408,7 +408,7 @@ def test_reload_restores_the_conversation_with_its_sources(site, open_page):
     reloaded_at = watched.requests.index(f"{site.base_url}/?kb=demo&c={conversation}")
     assert not [u for u in watched.requests[reloaded_at:] if u.endswith("/api/chat/stream")]
     # and: a citation still opens on its sentence
-    restored.locator(".answer button.cite").nth(1).click()
+    restored.locator(".answer button.cite").first.click()
     mark = page.locator("#source-panel mark.support").first
     mark.wait_for()
     assert "一类城市（北京、上海、广州、深圳）：500元/晚" in mark.inner_text()
@@ -450,7 +450,7 @@ def test_prompt_injection_in_a_document_renders_inert(site, open_page):
     watched = open_page(f"{site.base_url}/?kb={INJECTED_SLUG}")
     page = watched.page
     # when: the answer quotes the document lines that carry markup
-    answer = ask(watched, "访客登记处在哪里？")
+    answer = ask(watched, "访客登记处的开放时间和联系电话是什么？")
     text = answer.locator(".answer").inner_text()
     # then: the markup is shown as text, nothing of it runs or loads
     assert "<script>alert(1)</script>" in text
