@@ -238,6 +238,7 @@ _QUESTION_SHAPES = {
     "reason": re.compile(r"为什么|为何|原因|何故|怎么会|why", re.I),
     "place": re.compile(r"哪里|哪儿|在哪|何处|何地|什么地方|位置|地点|地址|where", re.I),
     "money": re.compile(r"多少钱|价格|价钱|售价|报价|费用|收费|花费|成本|price|cost", re.I),
+    "color": re.compile(r"什么颜色|哪种颜色|颜色|什么色|colou?r", re.I),
 }
 _ANSWER_SHAPES = {
     # A digit not inside a model name ("X3"), or a Chinese numeral with its unit.
@@ -248,6 +249,7 @@ _ANSWER_SHAPES = {
     "reason": re.compile(r"因为|由于|因此|所以|原因|导致|为了|因而|以致|因"),
     "place": re.compile(r"位于|坐落|座落|地处|地址|[省市县区镇乡村路街道巷楼层室]"),
     "money": re.compile(r"\d\s*(?:元|块|万|亿|美元|港元|欧元|日元)|[¥￥$€£]\s*\d|RMB|CNY|USD", re.I),
+    "color": re.compile(r"[红橙黄绿青蓝紫白黑灰银金粉棕褐]色|[红橙黄绿蓝紫白黑灰]灯"),
 }
 _SHAPE_BONUS = 1.1
 _SHAPE_MISS = 0.8
@@ -270,6 +272,7 @@ _LIST_LINES = 6  # lines after a lead-in that it introduces at most
 _MAX_TABLE_ROWS = 5
 _ROW_RATIO = 0.8  # rows of the chosen row's table shown with it need this share of its score
 _MAX_IMAGES = 2
+_CAPTION_CHARS = 40
 _DELTA_CHARS = 4
 
 
@@ -765,6 +768,10 @@ class ExtractiveChatModel:
                 table = parts[unit.order].tables[unit.table]
                 rows = _table_rows(item, scored, table)
                 asked = _asked_columns(table.header, question_terms)
+                compared = _compared_rows(table, question)
+                if compared:
+                    # "对比 X1、X3、X3 Pro 的价格": the named items' rows, the columns asked for.
+                    rows, asked = compared, _named_columns(table.header, question_terms)
                 if asked and len(rows) == 1:
                     # One item, the values asked for: a sentence of those cells, not the row.
                     sentence = _cells_sentence(table.header, rows[0], asked)
@@ -776,6 +783,11 @@ class ExtractiveChatModel:
                         lines = [_columns(line, [0, *asked]) for line in lines]
                     kind, body = "table", "\n".join(lines) + "\n\n" + marker
                     size = sum(len(line) for line in lines)
+            elif unit.caption and _OCR_DUMP.match(unit.text):
+                # The caption OCR wrote ("图片：星河X3Pro背面接口示意图 XINGHEX3PRO 电源DC12V…")
+                # is shown as the image it describes, never as a line of text.
+                shown.append(item)
+                continue
             else:
                 text = _unlabelled(unit.text, question_terms)
                 # "…!" + "[来源 1](…)" would read as markdown image syntax: keep them apart.
@@ -788,6 +800,12 @@ class ExtractiveChatModel:
             shown.append(item)
             chars += size
             tokens += cost
+        if not blocks and shown:
+            # Only a caption answered: its title (OCR text runs after the first space), cited,
+            # before the image itself.
+            unit = shown[0].unit
+            text = unit.text.split()[0][:_CAPTION_CHARS]
+            blocks.append(("text", f"{text}[来源 {unit.source}](citation://{unit.source})"))
         return blocks + _images(shown, parts, question, question_terms)
 
 
@@ -826,6 +844,8 @@ def _is_lead(text: str) -> bool:
     return bool(_HEADING.match(stripped)) and len(stripped) <= 30 and not stripped.endswith(("。", "；", ";", "！", "？"))
 
 
+_OCR_DUMP = re.compile(r"^\s*(?:\[图片\]|图片[：:])")
+_COMPARISON = re.compile(r"对比|比较|区别|差别|差异|不同|表格|列表|一览|vs\.?", re.I)
 _LABEL = re.compile(r"^[-•*·\s]*([^：:，,。；;\d]{1,8})[：:]\s*(\S.*)$")
 
 
@@ -855,9 +875,34 @@ def _asked_columns(header: str, question_terms: set[str]) -> list[int]:
     return asked if len(asked) == 1 else []
 
 
+def _compared_rows(table: _Table, question: str) -> list[str]:
+    """For a comparison of two or more named models, the table's rows about them (in table
+    order); [] otherwise."""
+    models = model_codes(question)
+    if len(models) < 2 or not _COMPARISON.search(question):
+        return []
+    rows = [row for row in table.rows if model_codes(_cells(row)[0]) & models]
+    return rows if len(rows) >= 2 else []
+
+
+def _named_columns(header: str, question_terms: set[str]) -> list[int]:
+    """Every column after the first whose name holds a question word (a comparison may ask for
+    several: "价格和保修期")."""
+    return [
+        index
+        for index, name in enumerate(_cells(header))
+        if index and {t for t in frozenset(lexical_features(name)) & question_terms if t.startswith("w:")}
+    ]
+
+
 def _cells_sentence(header: str, row: str, asked: list[int]) -> str:
     """ "星河X3 Pro 的整机保修期是 3年。" from the row's first cell and the asked cells."""
     names, cells = _cells(header), _cells(row)
+    if len(asked) == 1 and model_codes(names[asked[0]]) and not model_codes(cells[0]):
+        # A table of items as columns ("| 项目 | 星河X3 | 星河X3 Pro |"): the item is the column.
+        item = names[asked[0]]
+        space = " " if item[-1:].isascii() and item[-1:].isalnum() else ""
+        return f"{item}{space}的{cells[0]}是 {cells[asked[0]]}。"
     parts = [f"{names[i]}是 {cells[i]}" for i in asked if i < len(cells) and cells[i]]
     key = cells[0]
     space = " " if key[-1:].isascii() and key[-1:].isalnum() else ""

@@ -691,3 +691,54 @@ def test_an_english_question_is_answered_from_chinese_sources():
 问题：{question}"""
     answer = ask_about(context, "How many days of paternity leave can I take?")
     assert answer.startswith("陪产假：15 天") and "[来源 1](citation://1)" in answer
+
+
+def test_a_comparison_of_named_models_is_a_table_of_their_rows_and_the_asked_columns():
+    # when
+    answer = ask_about(PRODUCT_CONTEXT, "用表格对比星河X1、X3、X3 Pro 的整机保修期")
+    # then: the three named models' rows, the first column and the asked one, nothing else
+    table = answer.split("\n\n")[0].splitlines()
+    assert table == [
+        "| 型号 | 整机保修期 |", "| --- | --- |", "| 星河X1 | 1年 |", "| 星河X3 | 2年 |", "| 星河X3 Pro | 3年 |",
+    ]
+
+
+def test_a_question_about_one_model_never_quotes_a_look_alike():
+    context = """<knowledge_context>
+[来源 1] 常见问题：星河X3 的保修期是多久？
+星河X3 整机保修 2 年，电源适配器等配件 1 年。其他型号：星河X1 1 年，星河X3 Pro 和星河X5 Mesh 3 年。
+</knowledge_context>
+
+问题：{question}"""
+    answer = ask_about(context, "星河X3 Pro 的保修期是多久？")
+    assert "2 年" not in answer
+    # the source's own label is not part of the answer
+    assert answer.startswith("星河X1 1 年，星河X3 Pro 和星河X5 Mesh 3 年。")
+
+
+def test_a_table_of_items_as_columns_reads_item_first():
+    context = """<knowledge_context>
+[来源 1] 常见问题：星河X3 和 X3 Pro 有什么区别？
+| 项目 | 星河X3 | 星河X3 Pro |
+| --- | --- | --- |
+| 价格 | 399元 | 699元 |
+| 保修 | 2年 | 3年 |
+</knowledge_context>
+
+问题：{question}"""
+    answer = ask_about(context, "星河X3 Pro 的价格是多少？")
+    assert answer.splitlines()[0] == "星河X3 Pro 的价格是 699元。[来源 1](citation://1)"
+
+
+def test_an_ocr_caption_is_shown_as_its_image_not_as_text():
+    context = """<knowledge_context>
+[来源 1] 用户手册 · 接口
+图片：星河X3Pro背面接口示意图 XINGHEX3PRO 电源DC12V WPS/Mesh键 2.5GLAN LAN2 USB 3.0 RESET孔
+![图片：星河X3Pro背面接口示意图](asset://5)
+</knowledge_context>
+
+问题：{question}"""
+    answer = ask_about(context, "星河X3Pro背面接口示意图")
+    assert "电源DC12V" not in answer.replace("![图片：星河X3Pro背面接口示意图](asset://5)", "")
+    assert "![图片：星河X3Pro背面接口示意图](asset://5)" in answer.splitlines()
+    assert answer.splitlines()[0].endswith("[来源 1](citation://1)")
