@@ -33,6 +33,9 @@ class RetrievalRequest:
     enable_hyde: bool = False
     dynamic_top_k: bool = False
     document_ids: tuple[int, ...] | None = None
+    # More wordings searched with the question and fused with it, as they are (a follow-up's
+    # question together with the one before it); they never judge relevance, the question does.
+    context_variants: tuple[str, ...] = ()
     use_cache: bool = True
     fusion: Fusion | None = None  # None: settings.RAG_FUSION
     # The version whose READY documents may answer: None is the active one (every reader). A

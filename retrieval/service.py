@@ -110,6 +110,10 @@ class _Run:
         return round((time.perf_counter() - self.started) * 1000, 2)
 
 
+def _context_variants(request: RetrievalRequest) -> list[str]:
+    return [v for v in dict.fromkeys(request.context_variants) if v.strip() and v != request.question]
+
+
 class RetrievalService:
     def __init__(
         self,
@@ -225,7 +229,7 @@ class RetrievalService:
             epoch=epoch,
             scope=facts.visibility_scope,
             documents=sorted(request.document_ids) if request.document_ids is not None else None,
-            question=request.question,
+            question=request.question if not request.context_variants else [request.question, *request.context_variants],
             top_k=request.top_k,
             candidate_k=request.candidate_k,
             mode=request.mode,
@@ -259,7 +263,7 @@ class RetrievalService:
         return convex_fusion(lists, dense_weight=weight, limit=request.candidate_k)
 
     def _variants(self, request: RetrievalRequest, run: _Run) -> list[str]:
-        variants = [request.question]
+        variants = [request.question, *_context_variants(request)]
         if not request.enable_query_rewrite:
             return variants
         started = time.perf_counter()
@@ -284,7 +288,8 @@ class RetrievalService:
         return DocumentFilter(include=tuple(sorted(facts.ready_ids))), "in"
 
     def _recall(self, request, variants, documents, run: _Run, cancel) -> dict[str, list[RankedHit]]:
-        labels = ["original", "rewrite"]
+        given = len(_context_variants(request))
+        labels = ["original", *(f"context{i + 1 if i else ''}" for i in range(given)), "rewrite"]
         jobs: dict[str, Callable[[], list[RankedHit]]] = {}
         for label, variant in zip(labels, variants):
             if request.mode in ("dense", "hybrid"):

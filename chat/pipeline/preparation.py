@@ -105,6 +105,12 @@ def prepare_retrieval(
     used = normalise(rewritten) != normalise(question)
     intent = classify_intent(question, follow_up=follow_up, rules=rules)
     plan = build_plan(rewritten, options=options, rules=rules, follow_up=follow_up, intent=intent)
+    variants: tuple[str, ...] = (rewritten,)
+    if follow_up and history and asks_own_question(question):
+        # Asked on its own, "管理地址是什么？" would find any address: the previous question,
+        # searched with it, keeps retrieval in the same document ("恢复出厂设置…" → the manual).
+        previous = history[-1].retrieval_query or history[-1].question
+        variants = (rewritten, f"{previous.rstrip('？?。. ')} {rewritten}")
     return (
         Preparation(
             history=history,
@@ -114,7 +120,7 @@ def prepare_retrieval(
             rewrite_method=method if used else "none",
             intent=intent,
             plan=plan,
-            variants=(rewritten,),
+            variants=variants,
         ),
         degradations,
     )
@@ -201,6 +207,16 @@ _OWN_QUESTION = re.compile(r"是什么|什么|多少|几[个位天次年月号�
 _POINTS_BACK = re.compile(r"它|这个|那个|这款|那款|该|此|其|上述|前者|后者")
 
 
+def asks_own_question(question: str) -> bool:
+    """A follow-up that names what it asks and asks it ("那管理地址是什么？"), pointing back at
+    nothing with a pronoun."""
+    core = _TRAILING_FILLER.sub("", _LEADING_FILLER.sub("", unicodedata.normalize("NFKC", question).strip()))
+    return bool(
+        _OWN_QUESTION.search(core) and not _POINTS_BACK.search(question)
+        and content_terms(_OWN_QUESTION.sub(" ", core))
+    )
+
+
 class RuleFollowUpRewriter:
     """Deterministic rewrite of elliptical follow-ups (no model)."""
 
@@ -226,9 +242,7 @@ class RuleFollowUpRewriter:
         if sibling:
             # "…几天带薪年假？" + "那婚假呢？": same question about a term of the same kind.
             return previous.replace(sibling, core, 1)
-        if _OWN_QUESTION.search(core) and not _POINTS_BACK.search(question) and content_terms(
-            _OWN_QUESTION.sub(" ", core)
-        ):
+        if asks_own_question(question):
             # "那管理地址是什么？" after a RESET question asks a question of its own about the same
             # product, not about RESET: its own words are the whole subject.
             return f"{core}？"

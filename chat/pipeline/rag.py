@@ -471,6 +471,7 @@ def _retrieval_request(ctx: QueryContext, prepared: Preparation) -> RetrievalReq
         enable_rerank=plan.enable_rerank,
         enable_parent_expansion=plan.enable_parent_expansion,
         document_ids=plan.document_ids,
+        context_variants=tuple(prepared.variants[1:]),
     )
 
 

@@ -875,6 +875,11 @@ def _asked_columns(header: str, question_terms: set[str]) -> list[int]:
     return asked if len(asked) == 1 else []
 
 
+def _gap(value: str) -> str:
+    """A space between Chinese text and a value that starts with a digit or letter ("是 3年")."""
+    return " " if value[:1].isascii() and value[:1].isalnum() else ""
+
+
 def _compared_rows(table: _Table, question: str) -> list[str]:
     """For a comparison of two or more named models, the table's rows about them (in table
     order); [] otherwise."""
@@ -902,8 +907,8 @@ def _cells_sentence(header: str, row: str, asked: list[int]) -> str:
         # A table of items as columns ("| 项目 | 星河X3 | 星河X3 Pro |"): the item is the column.
         item = names[asked[0]]
         space = " " if item[-1:].isascii() and item[-1:].isalnum() else ""
-        return f"{item}{space}的{cells[0]}是 {cells[asked[0]]}。"
-    parts = [f"{names[i]}是 {cells[i]}" for i in asked if i < len(cells) and cells[i]]
+        return f"{item}{space}的{cells[0]}是{_gap(cells[asked[0]])}{cells[asked[0]]}。"
+    parts = [f"{names[i]}是{_gap(cells[i])}{cells[i]}" for i in asked if i < len(cells) and cells[i]]
     key = cells[0]
     space = " " if key[-1:].isascii() and key[-1:].isalnum() else ""
     return f"{key}{space}的" + "，".join(parts) + "。"

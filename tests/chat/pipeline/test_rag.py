@@ -360,3 +360,18 @@ def test_a_follow_up_asking_its_own_question_is_not_about_the_previous_subject()
     # while a pronoun or a bare subject still carries the previous question
     assert rewriter.rewrite("那它的保修期是多久？", (HistoryTurn(question="星河X3 多少钱？", answer="", retrieval_query=""),)).startswith("星河X3")
     assert rewriter.rewrite("那婚假呢？", (HistoryTurn(question="年假有几天？", answer="", retrieval_query=""),)).startswith("婚假有几天")
+
+
+def test_a_follow_up_asking_its_own_question_also_searches_with_the_previous_one():
+    from chat.contracts import ChatOptions
+    from chat.pipeline.preparation import HistoryTurn, RuleFollowUpRewriter, prepare_retrieval
+    from chat.pipeline.rules import load_rules
+
+    rules = load_rules()
+    history = (HistoryTurn(question="恢复出厂设置要按住 RESET 孔多久？", answer="10 秒。", retrieval_query=""),)
+    # when
+    prepared, _ = prepare_retrieval(question="那管理地址是什么？", history=history, options=ChatOptions(),
+                                    rules=rules, rewriter=RuleFollowUpRewriter(rules))
+    # then: the question is its own; retrieval also hears it after the previous one
+    assert prepared.rewritten_query == "管理地址是什么？"
+    assert prepared.variants == ("管理地址是什么？", "恢复出厂设置要按住 RESET 孔多久 管理地址是什么？")

@@ -506,7 +506,7 @@ def test_every_line_is_a_verbatim_quote_of_the_source_it_cites():
                 cells = [c.strip() for row in text_of[int(number)].splitlines() if row.startswith("|")
                          for c in row.strip("|").split("|")]
                 assert item.strip() in cells, quoted
-                assert all(value.strip() in cells for value in re.findall(r"是 ([^，。]+)", rest)), quoted
+                assert all(value.strip() in cells for value in re.findall(r"是 ?([^，。]+)", rest)), quoted
             rows = []
         assert not rows
 
