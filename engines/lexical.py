@@ -115,6 +115,12 @@ def normalise(text: str) -> str:
     return _PUNCT_OR_SPACE.sub("", fold(text))
 
 
+@lru_cache(maxsize=1 << 16)
+def _normalised_term(term: str) -> str:
+    # Question terms repeat across every candidate of a question and across questions.
+    return normalise(term)
+
+
 def content_terms(text: str) -> list[str]:
     """The words of `text` that carry its subject, in order, once each (question words,
     particles and pronouns removed)."""
@@ -247,7 +253,7 @@ def coverage(
         return Coverage(0.0, (), (), "", False)
     weights = {term: weight(term) for term in question_terms}
     total = sum(weights.values())
-    matched = tuple(t for t in question_terms if normalise(t) and normalise(t) in haystack)
+    matched = tuple(t for t in question_terms if _normalised_term(t) and _normalised_term(t) in haystack)
     missing = tuple(t for t in question_terms if t not in matched)
     # Single characters are mostly segmentation debris ("司马繇" → 司马 / 繇): not the key.
     key = max(question_terms, key=lambda t: (len(t) > 1, weights[t], -question_terms.index(t)))

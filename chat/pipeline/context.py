@@ -78,7 +78,9 @@ def select_context(
     faq_texts = [f"常见问题：{hit.question}\n标准答案：{hit.answer}" for hit in faq_hits]
     # A chunk is read under its document title and headings ("员工手册 > 年假"), so they count.
     doc_texts = ["\n".join((r.document_title, *r.heading_path, r.content)) for r in doc_results]
-    terms = content_terms(matching_question(question, evidence="\n".join(faq_texts + doc_texts)))
+    terms = content_terms(
+        matching_question(question, evidence="\n".join(faq_texts + doc_texts)) if is_foreign(question) else question
+    )
     floor = plan.min_context_score
     faq_scored = []
     for hit, text in zip(faq_hits, faq_texts, strict=True):

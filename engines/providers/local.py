@@ -818,6 +818,7 @@ _MODEL = re.compile(
 )
 
 
+@lru_cache(maxsize=1 << 14)
 def model_codes(text: str) -> frozenset[str]:
     """Model names in `text`, folded and without spaces ("星河X3 Pro" → "x3pro")."""
     folded = _normalise(text).lower()
