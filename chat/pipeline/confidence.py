@@ -320,22 +320,30 @@ class ConfidenceRules:
         return "low"
 
 
-_FIRST_CITATION = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
+@dataclass(frozen=True)
+class SourceEvidence:
+    """What the confidence reads of one numbered context source."""
+
+    number: int
+    title: str
+    relevance: float  # lexical relevance to the question
+    meaning: float | None  # calibrated dense relevance (None without one)
+
+
+_NO_SOURCE = SourceEvidence(number=0, title="", relevance=0.0, meaning=None)
 
 
 def answer_features(
-    *, question_terms: Sequence[str], answer: str, sources: Sequence[tuple[int, str, str, float, float | None]],
-    question: str,
+    *, question_terms: Sequence[str], answer: str, sources: Sequence[SourceEvidence], question: str,
 ) -> AnswerFeatures:
-    """Features of a written answer. `sources`: (number, title, text, lexical relevance,
-    calibrated dense relevance or None) of each context item."""
+    """Features of a written answer, measured on its first line and the source that line cites."""
     body = answer.split("\n\n参考来源：")[0]
     units = fact_units(body)
     first = units[0] if units else ""
-    by_number = {number: (title, text, relevance, meaning) for number, title, text, relevance, meaning in sources}
-    cited = [int(n) for n in _FIRST_CITATION.findall(first)]
+    cited = [int(n) for n in _CITATION.findall(first)]
     number = cited[0] if cited else None
-    title, _text, relevance, meaning = by_number.get(number, ("", "", 0.0, None))
+    source = next((s for s in sources if s.number == number), _NO_SOURCE)
+    title, relevance, meaning = source.title, source.relevance, source.meaning
     plain = _IMAGE.sub("", _CITATION.sub("", first))
     terms = list(question_terms)
     covered = coverage(terms, "", normalised_text=normalise(f"{title}\n{plain}")).score if terms else 0.0

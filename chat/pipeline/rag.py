@@ -59,6 +59,7 @@ from ..models import Conversation
 from .citations import attach_support, build_citations, faq_citation, reference_tail
 from .confidence import (
     NOT_APPLICABLE,
+    SourceEvidence,
     answer_features,
     calculate_evidence_confidence,
     calculate_generation_confidence,
@@ -327,8 +328,8 @@ class RAGService:
         features = answer_features(
             question_terms=selection.question_terms, answer=answer, question=prepared.rewritten_query,
             sources=[
-                (item.number, item.title, item.text, item.relevance.score,
-                 item.result.semantic_relevance if item.result is not None else None)
+                SourceEvidence(number=item.number, title=item.title, relevance=item.relevance.score,
+                               meaning=item.result.semantic_relevance if item.result is not None else None)
                 for item in selection.items
             ],
         )

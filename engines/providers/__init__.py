@@ -215,9 +215,14 @@ def get_rewriter() -> QueryRewriter:
 def get_chat_model() -> ChatModel:
     provider = _provider()
     if provider == "local":
-        # The composer falls back on meaning with the default (calibrated) embedder.
-        meaning = get_embedder()
-        return _cached(("chat", "local", meaning.model), lambda: ExtractiveChatModel(meaning=meaning))
+        # The composer falls back on meaning with the default embedder when it is calibrated
+        # (its sentences are compared with the question only, never with an index).
+        try:
+            meaning: Embedder | None = get_embedder()
+        except ImproperlyConfigured:
+            meaning = None
+        name = meaning.model if meaning is not None else None
+        return _cached(("chat", "local", name), lambda: ExtractiveChatModel(meaning=meaning))
     if provider == "dashscope":
         from engines.providers.dashscope import DashScopeChatModel as remote
     else:

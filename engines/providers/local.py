@@ -771,7 +771,7 @@ class ExtractiveChatModel:
                 compared = _compared_rows(table, question)
                 if compared:
                     # "对比 X1、X3、X3 Pro 的价格": the named items' rows, the columns asked for.
-                    rows, asked = compared, _named_columns(table.header, question_terms)
+                    rows, asked = compared, sorted(_column_matches(table.header, question_terms))
                 if asked and len(rows) == 1:
                     # One item, the values asked for: a sentence of those cells, not the row.
                     sentence = _cells_sentence(table.header, rows[0], asked)
@@ -859,20 +859,24 @@ def _columns(line: str, keep: list[int]) -> str:
     return "| " + " | ".join(cells[i] for i in keep if i < len(cells)) + " |"
 
 
+def _column_matches(header: str, question_terms: set[str]) -> dict[int, int]:
+    """For each column after the first whose name holds a question word, how many question
+    terms (words and bigrams) its name holds."""
+    matches = {}
+    for index, name in enumerate(_cells(header)):
+        held = frozenset(lexical_features(name)) & question_terms
+        if index and any(t.startswith("w:") for t in held):
+            matches[index] = len(held)
+    return matches
+
+
 def _asked_columns(header: str, question_terms: set[str]) -> list[int]:
-    """The column after the first whose name holds the most question words ("最大无线速率" for
-    "最大无线速率是多少", not "最大接入终端"): what the question asks of the row's item. Empty
-    when no column is named, or when several are named alike (the whole row answers then)."""
-    names = _cells(header)
-    counts = {
-        index: len(frozenset(lexical_features(name)) & question_terms)
-        for index, name in enumerate(names)
-        if index and {t for t in frozenset(lexical_features(name)) & question_terms if t.startswith("w:")}
-    }
-    if not counts:
-        return []
-    best = max(counts.values())
-    asked = [index for index, count in counts.items() if count == best]
+    """The column whose name holds the most question words ("最大无线速率" for "最大无线速率是
+    多少", not "最大接入终端"): what the question asks of the row's item. Empty when no column is
+    named, or when several are named alike (the whole row answers then)."""
+    matches = _column_matches(header, question_terms)
+    best = max(matches.values(), default=0)
+    asked = [index for index, count in matches.items() if count == best]
     return asked if len(asked) == 1 else []
 
 
@@ -883,22 +887,12 @@ def _gap(value: str) -> str:
 
 def _compared_rows(table: _Table, question: str) -> list[str]:
     """For a comparison of two or more named models, the table's rows about them (in table
-    order); [] otherwise."""
+    order); [] otherwise. Every column the question names is shown with them ("价格和保修期")."""
     models = model_codes(question)
     if len(models) < 2 or not _COMPARISON.search(question):
         return []
     rows = [row for row in table.rows if model_codes(_cells(row)[0]) & models]
     return rows if len(rows) >= 2 else []
-
-
-def _named_columns(header: str, question_terms: set[str]) -> list[int]:
-    """Every column after the first whose name holds a question word (a comparison may ask for
-    several: "价格和保修期")."""
-    return [
-        index
-        for index, name in enumerate(_cells(header))
-        if index and {t for t in frozenset(lexical_features(name)) & question_terms if t.startswith("w:")}
-    ]
 
 
 def _cells_sentence(header: str, row: str, asked: list[int]) -> str:

@@ -10,6 +10,7 @@ from chat.pipeline.confidence import (
     NOT_APPLICABLE,
     AnswerFeatures,
     ConfidenceRules,
+    SourceEvidence,
     answer_features,
     calculate_evidence_confidence,
     calculate_generation_confidence,
@@ -219,7 +220,8 @@ def test_a_failed_verification_still_bounds_the_calibrated_score():
 def test_features_are_measured_on_the_first_line_and_its_source():
     # given: two sources, the first line cites the second
     answer = "婚假 10 天。[来源 2](citation://2)\n病假须有证明。[来源 1](citation://1)"
-    sources = [(1, "员工手册 · 病假", "病假须有证明。", 0.3, 0.4), (2, "员工手册 · 婚假", "婚假 10 天。", 0.9, 0.95)]
+    sources = [SourceEvidence(number=1, title="员工手册 · 病假", relevance=0.3, meaning=0.4),
+               SourceEvidence(number=2, title="员工手册 · 婚假", relevance=0.9, meaning=0.95)]
     # when
     measured = answer_features(question_terms=["婚假"], answer=answer, sources=sources, question="婚假有几天？")
     # then
