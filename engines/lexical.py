@@ -112,6 +112,12 @@ def fold(text: str) -> str:
 
 def normalise(text: str) -> str:
     """Folded, no whitespace or punctuation: "年假有多少天？" == "年假 有多少天"."""
+    return _normalised(text or "")
+
+
+@lru_cache(maxsize=8192)
+def _normalised(text: str) -> str:
+    # The same chunks are read for question after question: fold each once.
     return _PUNCT_OR_SPACE.sub("", fold(text))
 
 

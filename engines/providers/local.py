@@ -63,6 +63,12 @@ def lexical_features(text: str) -> list[str]:
     return _features(_normalise(text))
 
 
+@lru_cache(maxsize=1 << 14)
+def _unit_features(text: str) -> frozenset[str]:
+    # A context's sentences come back with question after question: segment each once.
+    return frozenset(lexical_features(text))
+
+
 def _features(normalised: str) -> list[str]:
     return [f"w:{w}" for w in _words(normalised)] + [f"b:{b}" for b in _bigrams(normalised)]
 
@@ -420,7 +426,7 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
                 order=order,
                 position=len(units),
                 text=text,
-                features=frozenset(lexical_features(text)),
+                features=_unit_features(text),
                 table=table,
                 header=_header_features(tables, table),
                 asks=table is None and text.rstrip("”’」』）)》\"' ").endswith(("？", "?")),
