@@ -464,10 +464,10 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
         else u
         for u in units
     ]
-    title_terms = frozenset(lexical_features(source.title))
-    caption_terms = frozenset().union(*(lexical_features(a.caption) for a in assets))
+    title_terms = _unit_features(source.title)
+    caption_terms = frozenset().union(*(_unit_features(a.caption) for a in assets))
     terms = title_terms.union(
-        caption_terms, *(u.features for u in units), *(lexical_features(t.header) for t in tables)
+        caption_terms, *(u.features for u in units), *(_unit_features(t.header) for t in tables)
     )
     plain = _normalise(f"{source.title}\n{source.text}").lower()
     return _SourceParts(
@@ -476,7 +476,7 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
 
 
 def _header_features(tables: list[_Table], table: int | None) -> frozenset[str]:
-    return frozenset(lexical_features(tables[table].header)) if table is not None else frozenset()
+    return _unit_features(tables[table].header) if table is not None else frozenset()
 
 
 def _table_units(lines: list[str], tables: list[_Table], add) -> None:
@@ -870,7 +870,7 @@ def _column_matches(header: str, question_terms: set[str]) -> dict[int, int]:
     terms (words and bigrams) its name holds."""
     matches = {}
     for index, name in enumerate(_cells(header)):
-        held = frozenset(lexical_features(name)) & question_terms
+        held = _unit_features(name) & question_terms
         if index and any(t.startswith("w:") for t in held):
             matches[index] = len(held)
     return matches
@@ -1022,7 +1022,7 @@ def _images(
 
         def fit(indexed: tuple[int, _Asset]) -> tuple[int, int, int]:
             index, asset = indexed
-            caption = frozenset(lexical_features(asset.caption))
+            caption = _unit_features(asset.caption)
             return (len(caption & question_terms), len(caption & unit.features), -index)
 
         _, asset = max(enumerate(assets), key=fit)
