@@ -742,3 +742,19 @@ def test_an_ocr_caption_is_shown_as_its_image_not_as_text():
     assert "电源DC12V" not in answer.replace("![图片：星河X3Pro背面接口示意图](asset://5)", "")
     assert "![图片：星河X3Pro背面接口示意图](asset://5)" in answer.splitlines()
     assert answer.splitlines()[0].endswith("[来源 1](citation://1)")
+
+
+def test_a_sentence_that_covers_too_little_of_the_question_is_not_quoted():
+    # given: the only sentence sharing words with the question says nothing of what it asks
+    context = """<knowledge_context>
+[来源 1] 人物
+钝头鹦嘴鱼，又名红紫鹦哥鱼，为鹦哥鱼科的其中一种。
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    answer = ask_about(context, "钝头鹦嘴鱼的繁殖季节和产卵地点分别是什么？")
+    # then
+    assert answer.startswith("根据当前知识库无法确定")
+    # and a question it does cover is answered
+    assert ask_about(context, "钝头鹦嘴鱼又名什么？").startswith("钝头鹦嘴鱼，又名红紫鹦哥鱼")
