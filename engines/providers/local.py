@@ -8,6 +8,7 @@ chat model can only quote the context it is given.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 import threading
@@ -32,8 +33,10 @@ from engines.lexical import (
     sentence_spans,
     simplified,
 )
-from engines.ports import ChatMessage, Embedder, ProviderUnavailable, RerankScore
+from engines.ports import ChatMessage, Embedder, ProviderError, ProviderUnavailable, RerankScore
 from engines.tokens import count_tokens
+
+logger = logging.getLogger(__name__)
 
 LOCAL_EMBEDDING_MODEL = "local-hash-lexical-v1"
 
@@ -589,7 +592,13 @@ class ExtractiveChatModel:
         scored, weights = self._score(parts, question, question_terms)
         by_words = bool(scored)
         if not scored and self.meaning is not None:
-            scored, weights = self._by_meaning(parts, question, question_terms)
+            try:
+                scored, weights = self._by_meaning(parts, question, question_terms)
+            except ProviderError as exc:
+                # The fallback is optional: without the embedder the answer is the decline the
+                # words alone give, not a failed turn.
+                logger.warning("meaning fallback unavailable (%s): declining", exc.code)
+                scored = []
         if not scored:
             return _insufficient(question)
         chosen = self._choose(scored, weights)

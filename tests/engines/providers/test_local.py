@@ -758,3 +758,20 @@ def test_a_sentence_that_covers_too_little_of_the_question_is_not_quoted():
     assert answer.startswith("根据当前知识库无法确定")
     # and a question it does cover is answered
     assert ask_about(context, "钝头鹦嘴鱼又名什么？").startswith("钝头鹦嘴鱼，又名红紫鹦哥鱼")
+
+
+def test_an_embedder_that_fails_makes_the_meaning_fallback_decline_not_fail_the_turn():
+    from engines.ports import ProviderUnavailable
+
+    class Broken:
+        model = "broken"
+        similarity_range = (0.82, 0.92)
+
+        def embed_query(self, text):
+            raise ProviderUnavailable("engine gone")
+
+        def embed_documents(self, texts):
+            raise ProviderUnavailable("engine gone")
+
+    messages = [ChatMessage("user", REWORDED.format(question="结婚可以休多少天假？"))]
+    assert ExtractiveChatModel(meaning=Broken()).complete(messages).startswith("根据当前知识库无法确定")
