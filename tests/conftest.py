@@ -232,9 +232,9 @@ def milvus(settings, milvus_server):
 
 
 def _drop_collections(uri: str, *, prefix: str) -> None:
-    from pymilvus import MilvusClient
+    from tests.milvus import admin_client
 
-    client = MilvusClient(uri=uri)
+    client = admin_client(uri)
     try:
         for name in client.list_collections():
             if name.startswith(prefix):

@@ -8,7 +8,24 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+from pymilvus import MilvusClient
+
 from engines.management.commands.milvus_server import LiteServer, LiteServerError
+
+
+# What the product's own store sets for loopback Milvus (engines.milvus_store): no keepalive pings
+# on idle channels, which Milvus Lite answers with "too_many_pings" GOAWAYs.
+_LOOPBACK_GRPC_OPTIONS = {"grpc.keepalive_permit_without_calls": False, "grpc.use_local_subchannel_pool": 1}
+
+
+def admin_client(uri: str, *, timeout: float | None = 10) -> MilvusClient:
+    """A client of the test's own for inspecting or cleaning collections.
+
+    Dedicated, so `close()` really closes its channel: pymilvus keeps a shared connection in a
+    process-wide registry after its client closes, where it keeps pinging, is sent away by the
+    server, and fails the next test that reuses it after 30 idle seconds.
+    """
+    return MilvusClient(uri=uri, timeout=timeout, dedicated=True, grpc_options=dict(_LOOPBACK_GRPC_OPTIONS))
 
 
 def start_milvus_lite(

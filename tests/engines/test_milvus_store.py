@@ -32,7 +32,7 @@ from engines.ports import (
     VectorStoreError,
     VectorStoreUnavailable,
 )
-from tests.milvus import start_milvus_lite
+from tests.milvus import admin_client, start_milvus_lite
 
 DIM = 8
 MODEL = "test-model-v1"
@@ -51,7 +51,7 @@ def milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def raw_client(milvus_uri: str) -> Iterator[MilvusClient]:
-    client = MilvusClient(uri=milvus_uri, timeout=10)
+    client = admin_client(milvus_uri)
     yield client
     client.close()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from engines.ports import DocumentFilter
@@ -11,6 +12,7 @@ from knowledge.epochs import current_epoch
 from knowledge.models import Chunk, DocumentStatus
 from knowledge.reanalysis import reanalyse_knowledge_base
 from knowledge.vectors import store_for
+from tests.milvus import admin_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,11 +32,8 @@ def kb_with_two_ready_documents(db, milvus, run_tasks, media_root):
 
 
 def stored_terms(kb) -> dict[int, str]:
-    from pymilvus import MilvusClient
-    from django.conf import settings
-
     store = store_for(kb)
-    client = MilvusClient(uri=settings.MILVUS_URI)
+    client = admin_client(settings.MILVUS_URI)
     rows = client.query(store.chunks_collection, filter=f"kb_id == {kb.pk}", output_fields=["id", "content"])
     client.close()
     return {int(r["id"]): r["content"] for r in rows}
