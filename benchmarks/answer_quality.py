@@ -227,7 +227,7 @@ def pipeline_answers(kb, queries) -> tuple[list[str], dict[str, int], float]:
             query=ChatQuery(knowledge_base_id=kb.slug, question=query.question), requester=Requester(staff)
         )
         answers.append(result.answer)
-        hit_types[result.hit_type] += 1
+        hit_types[str(result.hit_type)] += 1
     return answers, dict(hit_types), (time.perf_counter() - started) * 1000 / (len(queries) or 1)
 
 

@@ -6,16 +6,58 @@ and sent to clients.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from django.utils.translation import pgettext
 
 from ragsite.errors import DomainError
 
-Route = Literal["direct_answer", "faq_exact", "retrieval"]
-HitType = Literal["direct_answer", "faq_exact", "faq_direct", "rag", "insufficient_context"]
 
-ROUTES: tuple[str, ...] = ("direct_answer", "faq_exact", "retrieval")
-HIT_TYPES: tuple[str, ...] = ("direct_answer", "faq_exact", "faq_direct", "rag", "insufficient_context")
+class Route(StrEnum):
+    """What the system does with a question (stage 1)."""
+
+    DIRECT_ANSWER = "direct_answer"
+    FAQ_EXACT = "faq_exact"
+    RETRIEVAL = "retrieval"
+
+
+class HitType(StrEnum):
+    """What the answer was made from."""
+
+    DIRECT_ANSWER = "direct_answer"
+    FAQ_EXACT = "faq_exact"
+    FAQ_DIRECT = "faq_direct"
+    RAG = "rag"
+    INSUFFICIENT_CONTEXT = "insufficient_context"
+
+
+class ConfidenceLevel(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def label(self) -> str:
+        # A context of its own: "高" alone is also the image height field's label.
+        return {
+            ConfidenceLevel.HIGH: pgettext("confidence", "高"),
+            ConfidenceLevel.MEDIUM: pgettext("confidence", "中"),
+            ConfidenceLevel.LOW: pgettext("confidence", "低"),
+        }[self]
+
+
+class VerificationStatus(StrEnum):
+    VERIFIED = "verified"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    NOT_APPLICABLE = "not_applicable"
+
+
+ROUTES: tuple[Route, ...] = tuple(Route)
+HIT_TYPES: tuple[HitType, ...] = tuple(HitType)
 
 
 @dataclass(frozen=True)
@@ -110,6 +152,114 @@ class Citation:
         return data
 
 
+# --- confidence ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EvidenceConfidence:
+    """The evidence's score before anything is written, by answer path."""
+
+    score: float
+    reasons: tuple[str, ...]
+    signals: Mapping[str, float | int | bool]
+
+    @property
+    def level(self) -> ConfidenceLevel:
+        return level_of(self.score)
+
+
+@dataclass(frozen=True)
+class GenerationVerification:
+    """The written answer checked against its citations and context."""
+
+    score: float
+    status: VerificationStatus
+    reasons: tuple[str, ...]
+    signals: Mapping[str, float | int | bool]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "status": str(self.status),
+            "reasons": list(self.reasons),
+            "signals": dict(self.signals),
+        }
+
+
+@dataclass(frozen=True)
+class AnswerFeatures:
+    """What is measured of a document answer once it is written, each in [0, 1]: the inputs of
+    the calibrated confidence."""
+
+    coverage: float  # question terms in the first line with its source's title
+    relevance: float  # lexical relevance of the first line's source to the question
+    meaning: float  # calibrated dense relevance of that source (0 when there is none)
+    shape: float  # 1 when the first line holds what the question asks for (a quantity …)
+    agreement: float  # share of the cited sources that the first line's source is
+
+    NAMES: ClassVar[tuple[str, ...]] = ("coverage", "relevance", "meaning", "shape", "agreement")
+
+    def values(self) -> tuple[float, ...]:
+        return tuple(getattr(self, name) for name in self.NAMES)
+
+    def as_dict(self) -> dict[str, float]:
+        return {name: round(value, 4) for name, value in asdict(self).items()}
+
+
+# The seed's fixed levels, for answers without a calibrated model (direct, FAQ, declines).
+HIGH = 0.82
+MEDIUM = 0.55
+
+
+def level_of(score: float) -> ConfidenceLevel:
+    if score >= HIGH:
+        return ConfidenceLevel.HIGH
+    if score >= MEDIUM:
+        return ConfidenceLevel.MEDIUM
+    return ConfidenceLevel.LOW
+
+
+@dataclass(frozen=True)
+class AnswerConfidence:
+    """`answer_confidence`: the score and level shown with an answer and what they came from."""
+
+    score: float
+    level: ConfidenceLevel
+    reasons: tuple[str, ...]
+    evidence: EvidenceConfidence
+    verification: GenerationVerification
+    features: AnswerFeatures | None = None
+
+    @property
+    def label(self) -> str:
+        return self.level.label
+
+    def as_dict(self) -> dict[str, Any]:
+        evidence_level = self.evidence.level
+        verification = self.verification
+        return {
+            "score": self.score,
+            "level": str(self.level),
+            "label": self.label,
+            "reasons": list(self.reasons),
+            "evidence_confidence": {
+                "score": self.evidence.score,
+                "level": str(evidence_level),
+                "label": evidence_level.label,
+            },
+            "generation_verification": verification.as_dict(),
+            "signals": {
+                **self.evidence.signals,
+                "evidence_confidence_score": self.evidence.score,
+                "generation_verification_score": verification.score,
+                "generation_verification_status": str(verification.status),
+                "citation_coverage": verification.signals.get("citation_coverage"),
+                "context_overlap": verification.signals.get("context_overlap"),
+                **({"features": self.features.as_dict()} if self.features is not None else {}),
+            },
+        }
+
+
 @dataclass(frozen=True)
 class TurnResult:
     """A finished turn: what the client shows and what was stored."""
@@ -119,11 +269,11 @@ class TurnResult:
     user_message_id: int
     assistant_message_id: int
     answer: str
-    route: str
-    hit_type: str
+    route: Route
+    hit_type: HitType
     intent: IntentResult
     citations: tuple[Citation, ...]
-    answer_confidence: dict[str, Any]
+    answer_confidence: AnswerConfidence
     retrieval: dict[str, Any]  # plan, variants, stage timings, first token, cache, …
     kb_version: int | None
 
@@ -134,11 +284,11 @@ class TurnResult:
             "user_message_id": self.user_message_id,
             "message_id": self.assistant_message_id,
             "answer": self.answer,
-            "route": self.route,
-            "hit_type": self.hit_type,
+            "route": str(self.route),
+            "hit_type": str(self.hit_type),
             "intent": self.intent.as_dict(),
             "citations": [c.as_dict() for c in self.citations],
-            "answer_confidence": self.answer_confidence,
+            "answer_confidence": self.answer_confidence.as_dict(),
             "retrieval": self.retrieval,
             "kb_version": self.kb_version,
         }

@@ -48,7 +48,7 @@ def retrieval(event: Evidence, started: Started) -> bytes:
     # The conversation id lets a client that stops the first turn of a new conversation (no
     # `data-answer` then) continue and restore that conversation.
     data = {
-        **event.as_dict(), "trace_id": str(started.trace_id), "route": event.route,
+        **event.as_dict(), "trace_id": str(started.trace_id), "route": str(event.route),
         "conversation_id": str(started.conversation_id),
     }
     return encode({"type": "data-retrieval", "id": "retrieval", "data": data})
@@ -65,9 +65,9 @@ def text_delta(text: str) -> bytes:
 def finish(event: Finished) -> list[bytes]:
     result = event.result
     data = {
-        "answer_confidence": result.answer_confidence,
-        "route": result.route,
-        "hit_type": result.hit_type,
+        "answer_confidence": result.answer_confidence.as_dict(),
+        "route": str(result.route),
+        "hit_type": str(result.hit_type),
         "intent": result.intent.as_dict(),
         "trace_id": str(result.trace_id),
         "conversation_id": str(result.conversation_id),

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 
-from chat.contracts import ChatQuery, Requester, TurnResult
+from chat.contracts import ChatQuery, HitType, Requester, TurnResult
 from chat.pipeline.rag import RAGService
 from knowledge.models import KnowledgeBase
 
@@ -48,7 +48,7 @@ def contains_any(text: str, answers: Sequence[str]) -> bool:
 
 def declined(result: TurnResult) -> bool:
     return (
-        result.hit_type == "insufficient_context"
+        result.hit_type == HitType.INSUFFICIENT_CONTEXT
         or result.intent.intent == "OUT_OF_SCOPE"
         or INSUFFICIENT in result.answer
     )
@@ -110,19 +110,19 @@ def evaluate_answers(
                                     requester=Requester(user))
             elapsed = (time.perf_counter() - started) * 1000
             latencies.append(elapsed)
-            routes[result.route] += 1
-            hit_types[result.hit_type] += 1
-            level = (result.answer_confidence or {}).get("level", "")
+            routes[str(result.route)] += 1
+            hit_types[str(result.hit_type)] += 1
+            confidence = result.answer_confidence
             outcomes.append(services.CaseOutcome(
                 case=case, gold=list(case.answers), retrieved=[], gold_rank=None, metrics=judge(case, result),
                 latency_ms=elapsed, answer=result.answer,
                 citations=[{"number": c.number, "title": c.title, "chunk_id": c.chunk_id, "faq_id": c.faq_id,
                             "cited": c.cited, "text": c.text[:500]} for c in result.citations],
-                details={"route": result.route, "hit_type": result.hit_type, "intent": result.intent.intent,
-                         "confidence": level, "trace_id": str(result.trace_id), "answerable": case.answerable,
+                details={"route": str(result.route), "hit_type": str(result.hit_type),
+                         "intent": result.intent.intent, "confidence": str(confidence.level), "trace_id": str(result.trace_id), "answerable": case.answerable,
                          "category": case.category, "declined": declined(result),
-                         "score": (result.answer_confidence or {}).get("score"),
-                         "features": ((result.answer_confidence or {}).get("signals") or {}).get("features")},
+                         "score": confidence.score,
+                         "features": confidence.features.as_dict() if confidence.features else None},
             ))
             if progress is not None:
                 progress(number, len(cases))

@@ -41,36 +41,32 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
-
-from django.utils.translation import pgettext
+from dataclasses import dataclass
 
 from engines.lexical import asks_quantity, content_terms, coverage, normalise
 
-HIGH = 0.82
-MEDIUM = 0.55
+from ..contracts import (
+    HIGH,
+    MEDIUM,
+    AnswerConfidence,
+    AnswerFeatures,
+    ConfidenceLevel,
+    EvidenceConfidence,
+    GenerationVerification,
+    HitType,
+    VerificationStatus,
+    level_of,
+)
+
+__all__ = [
+    "HIGH", "MEDIUM", "NOT_APPLICABLE", "AnswerFeatures", "ConfidenceRules", "SourceEvidence",
+    "answer_features", "calculate_evidence_confidence", "calculate_generation_confidence",
+    "combine_answer_confidence", "fact_units", "level_of",
+]
 
 _CITATION = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
 _IMAGE = re.compile(r"!\[[^\]\n]*\]\(asset://\d+\)")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
-
-
-def level_of(score: float) -> str:
-    if score >= HIGH:
-        return "high"
-    if score >= MEDIUM:
-        return "medium"
-    return "low"
-
-
-def label_of(level: str) -> str:
-    # A context of its own: "高" alone is also the image height field's label.
-    return {
-        "high": pgettext("confidence", "高"),
-        "medium": pgettext("confidence", "中"),
-        "low": pgettext("confidence", "低"),
-    }[level]
 
 
 def normalized_retrieval_score(score: float) -> float:
@@ -85,16 +81,9 @@ def _clamp(value: float) -> float:
     return max(0.0, min(1.0, value))
 
 
-@dataclass(frozen=True)
-class EvidenceConfidence:
-    score: float
-    reasons: tuple[str, ...]
-    signals: dict[str, Any]
-
-
 def calculate_evidence_confidence(
     *,
-    hit_type: str,
+    hit_type: HitType,
     retrieval_top_score: float,
     context_count: int,
     source_count: int,
@@ -104,16 +93,16 @@ def calculate_evidence_confidence(
 ) -> EvidenceConfidence:
     nrs = normalized_retrieval_score(retrieval_top_score)
     reasons: list[str] = []
-    if hit_type == "direct_answer":
+    if hit_type == HitType.DIRECT_ANSWER:
         score = 0.78 + 0.18 * intent_decision_score
         reasons.append("deterministic_direct_answer")
-    elif hit_type == "faq_exact":
+    elif hit_type == HitType.FAQ_EXACT:
         score = 0.95
         reasons.append("faq_exact_match")
-    elif hit_type == "faq_direct":
+    elif hit_type == HitType.FAQ_DIRECT:
         score = 0.55 + 0.35 * nrs + 0.08 * intent_decision_score
         reasons.append("faq_similarity_match")
-    elif hit_type == "insufficient_context":
+    elif hit_type == HitType.INSUFFICIENT_CONTEXT:
         score = 0.12 + 0.15 * nrs
         reasons.append("insufficient_context")
     else:
@@ -149,23 +138,7 @@ def calculate_evidence_confidence(
     )
 
 
-@dataclass(frozen=True)
-class GenerationVerification:
-    score: float
-    status: str  # verified | partial | failed | not_applicable
-    reasons: tuple[str, ...]
-    signals: dict[str, Any]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "score": self.score,
-            "status": self.status,
-            "reasons": list(self.reasons),
-            "signals": dict(self.signals),
-        }
-
-
-NOT_APPLICABLE = GenerationVerification(1.0, "not_applicable", ("no_generation",), {})
+NOT_APPLICABLE = GenerationVerification(1.0, VerificationStatus.NOT_APPLICABLE, ("no_generation",), {})
 
 
 def fact_units(answer: str) -> list[str]:
@@ -229,21 +202,21 @@ def calculate_generation_confidence(
     chars = len(normalise(plain))
     reasons: list[str] = []
     if chars < 2:
-        score, status = 0.0, "failed"
+        score, status = 0.0, VerificationStatus.FAILED
         reasons.append("answer_empty")
     else:
         score = 0.25 + 0.45 * citation_coverage + 0.30 * overlap - 0.10 * min(len(removed_citations), 3)
         score = round(_clamp(score), 4)
         if declined:
-            status = "failed"
+            status = VerificationStatus.FAILED
             reasons.append("model_declined")
         elif citation_coverage >= 0.8 and overlap >= 0.7 and not invalid:
-            status = "verified"
+            status = VerificationStatus.VERIFIED
             reasons.append("generation_grounded")
         elif score < 0.45:
-            status = "failed"
+            status = VerificationStatus.FAILED
         else:
-            status = "partial"
+            status = VerificationStatus.PARTIAL
         if not valid:
             reasons.append("no_inline_citation")
         elif citation_coverage < 0.8:
@@ -254,10 +227,10 @@ def calculate_generation_confidence(
             reasons.append("invalid_citations_removed")
         if blocked_images:
             reasons.append("images_blocked")
-        if status != "failed" and not answers_kind(question, units[0] if units else ""):
+        if status != VerificationStatus.FAILED and not answers_kind(question, units[0] if units else ""):
             # "几位？" answered without a number has not answered what was asked, however well
             # its sentence is cited: never high.
-            status = "partial"
+            status = VerificationStatus.PARTIAL
             score = min(score, round(HIGH - 0.01, 4))
             reasons.append("answer_shape_mismatch")
     return GenerationVerification(
@@ -277,26 +250,6 @@ def calculate_generation_confidence(
 
 
 @dataclass(frozen=True)
-class AnswerFeatures:
-    """What is measured of a document answer once it is written, each in [0, 1]: the inputs of
-    the calibrated confidence (`ConfidenceRules`)."""
-
-    coverage: float  # question terms in the first line with its source's title
-    relevance: float  # lexical relevance of the first line's source to the question
-    meaning: float  # calibrated dense relevance of that source (0 when there is none)
-    shape: float  # 1 when the first line holds what the question asks for (a quantity …)
-    agreement: float  # share of the cited sources that the first line's source is
-
-    NAMES = ("coverage", "relevance", "meaning", "shape", "agreement")
-
-    def values(self) -> tuple[float, ...]:
-        return tuple(getattr(self, name) for name in self.NAMES)
-
-    def as_dict(self) -> dict[str, float]:
-        return {name: round(value, 4) for name, value in asdict(self).items()}
-
-
-@dataclass(frozen=True)
 class ConfidenceRules:
     """A logistic model of "this document answer is right", fitted on measured evaluation runs
     (`manage.py calibrate_confidence`), and the probabilities at which an answer is labelled
@@ -312,12 +265,12 @@ class ConfidenceRules:
         z = self.bias + math.fsum(weight * values[name] for name, weight in self.weights)
         return 1.0 / (1.0 + math.exp(-z))
 
-    def level(self, probability: float) -> str:
+    def level(self, probability: float) -> ConfidenceLevel:
         if probability >= self.high:
-            return "high"
+            return ConfidenceLevel.HIGH
         if probability >= self.medium:
-            return "medium"
-        return "low"
+            return ConfidenceLevel.MEDIUM
+        return ConfidenceLevel.LOW
 
 
 @dataclass(frozen=True)
@@ -358,46 +311,29 @@ def answer_features(
 def combine_answer_confidence(
     evidence: EvidenceConfidence, generation: GenerationVerification, *,
     features: AnswerFeatures | None = None, rules: ConfidenceRules | None = None,
-) -> dict[str, Any]:
+) -> AnswerConfidence:
     """The seed's min(evidence, generation); for a document answer with calibration rules, the
     calibrated probability of being right instead (never above a failed verification's score,
     never high when the answer lacks what was asked)."""
-    if generation.status == "not_applicable":
-        final = evidence.score
-    else:
-        final = min(evidence.score, generation.score)
+    applicable = generation.status != VerificationStatus.NOT_APPLICABLE
+    final = min(evidence.score, generation.score) if applicable else evidence.score
     calibrated = features is not None and rules is not None
     if calibrated:
         final = rules.probability(features)
-        if generation.status == "failed":
+        if generation.status == VerificationStatus.FAILED:
             final = min(final, generation.score)
         if "answer_shape_mismatch" in generation.reasons:
             final = min(final, rules.high - 0.0001)
     final = round(_clamp(final), 4)
-    level = rules.level(final) if calibrated else level_of(final)
-    evidence_level = level_of(evidence.score)
     reasons = list(evidence.reasons)
-    reasons += [r for r in generation.reasons if r not in reasons and generation.status != "not_applicable"]
+    reasons += [r for r in generation.reasons if r not in reasons and applicable]
     if calibrated:
         reasons.append("calibrated_probability")
-    return {
-        "score": final,
-        "level": level,
-        "label": label_of(level),
-        "reasons": reasons,
-        "evidence_confidence": {
-            "score": evidence.score,
-            "level": evidence_level,
-            "label": label_of(evidence_level),
-        },
-        "generation_verification": generation.as_dict(),
-        "signals": {
-            **evidence.signals,
-            "evidence_confidence_score": evidence.score,
-            "generation_verification_score": generation.score,
-            "generation_verification_status": generation.status,
-            "citation_coverage": generation.signals.get("citation_coverage"),
-            "context_overlap": generation.signals.get("context_overlap"),
-            **({"features": features.as_dict()} if features is not None else {}),
-        },
-    }
+    return AnswerConfidence(
+        score=final,
+        level=rules.level(final) if calibrated else level_of(final),
+        reasons=tuple(reasons),
+        evidence=evidence,
+        verification=generation,
+        features=features,
+    )

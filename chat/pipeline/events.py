@@ -12,7 +12,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from chat.contracts import Citation, TurnResult
+from chat.contracts import Citation, Route, TurnResult
+from retrieval.contracts import RetrievalResult
 
 
 @dataclass(frozen=True)
@@ -37,14 +38,14 @@ class Evidence:
     """The evidence the answer will be built from, sent before any text (`data-retrieval`)."""
 
     citations: tuple[Citation, ...]
-    retrieval_results: tuple[dict[str, Any], ...]
-    retrieval_trace: dict[str, Any]
-    route: str
+    retrieval_results: tuple[RetrievalResult, ...]
+    retrieval_trace: dict[str, Any]  # the trace as stored: a JSON document already
+    route: Route
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "citations": [c.as_dict() for c in self.citations],
-            "retrieval_results": list(self.retrieval_results),
+            "retrieval_results": [r.as_dict() for r in self.retrieval_results],
             "retrieval_trace": self.retrieval_trace,
         }
 

@@ -14,16 +14,17 @@ model codes and numbers as the question.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass
 
 from engines.lexical import asks_quantity, normalise
+from knowledge.models import KnowledgeBase
 from retrieval.contracts import FaqHit
 from retrieval.faqs import FaqRetrieval, FaqSearchRequest, FaqSearchResponse
 
 from .preparation import Preparation
 from .routing import RouteDecision
-from .runtime import QueryContext
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,15 @@ class FaqStage:
 
 
 def search_faq(
-    ctx: QueryContext, *, prepared: Preparation, route: RouteDecision, faqs: FaqRetrieval
+    *, question: str, kb: KnowledgeBase, prepared: Preparation, route: RouteDecision, faqs: FaqRetrieval,
+    cancel: threading.Event,
 ) -> FaqStage:
+    """`question` is the turn's own (the route's fast path searched it); the stage searches what
+    preparation made of it."""
     fast = route.fast_faq
     reusable = (
         fast is not None
-        and normalise(prepared.rewritten_query) == normalise(ctx.question)
+        and normalise(prepared.rewritten_query) == normalise(question)
         and prepared.variants[:1] == fast.variants[:1]
         and fast.top_k >= prepared.plan.faq_top_k
     )
@@ -57,15 +61,13 @@ def search_faq(
     else:
         response = faqs.search(
             FaqSearchRequest(
-                kb_id=ctx.kb.pk,
+                kb_id=kb.pk,
                 variants=prepared.variants,
                 top_k=prepared.plan.faq_top_k,
                 candidate_k=prepared.plan.faq_candidate_k,
             ),
-            cancel=ctx.cancel,
+            cancel=cancel,
         )
-        ctx.add_cache(response.cache.as_dict())
-        ctx.degradations.extend(response.degradations)
     direct, kind = faq_direct_answer(
         response, threshold=prepared.plan.faq_direct_threshold, question=prepared.rewritten_query
     )

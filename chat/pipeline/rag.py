@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -33,12 +33,7 @@ from knowledge.access import access_knowledge_base
 from knowledge.models import KnowledgeBase
 from knowledge.selectors import chunk_contents
 from ragsite.errors import DomainError
-from retrieval.contracts import (
-    RetrievalCancelled,
-    RetrievalError,
-    RetrievalRequest,
-    RetrievalResponse,
-)
+from retrieval.contracts import RetrievalCancelled, RetrievalError, RetrievalRequest
 from retrieval.factory import build_faq_retrieval, build_retrieval_service
 from retrieval.faqs import FaqRetrieval
 from retrieval.service import RetrievalService
@@ -46,12 +41,15 @@ from retrieval.service import RetrievalService
 from .. import selectors, services
 from ..access import access_conversation
 from ..contracts import (
+    AnswerConfidence,
     ChatError,
     ChatQuery,
     Citation,
     GenerationFailed,
+    HitType,
     IntentResult,
     Requester,
+    Route,
     TurnCancelled,
     TurnResult,
 )
@@ -83,9 +81,9 @@ from .preparation import (
     RuleFollowUpRewriter,
     prepare_retrieval,
 )
-from .routing import RouteDecision, decide_route
+from .routing import decide_route
 from .rules import Rules, load_rules, normalise_question
-from .runtime import QueryContext
+from .state import GenerationReport, TurnState
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +111,7 @@ class RAGService:
         self, *, query: ChatQuery, requester: Requester, cancel: threading.Event | None = None
     ) -> Iterator[Event]:
         # Stage 0: validate and check access before anything is stored.
+        received = time.perf_counter()
         question = normalise_question(query.question)
         if not question:
             raise ChatError(_("问题不能为空。"), code="question_empty", http_status=400)
@@ -126,11 +125,6 @@ class RAGService:
         conversation = self._conversation(query, requester, kb)
         rules = self._rules()
 
-        ctx = QueryContext(
-            query=query, requester=requester, kb=kb, question=question,
-            cancel=cancel or threading.Event(),
-            kb_version=kb.active_version.number if kb.active_version_id else None,
-        )
         history = (
             selectors.recent_turns(conversation_id=conversation.pk, limit=rules.follow_up.history_turns)
             if conversation is not None else ()
@@ -144,11 +138,14 @@ class RAGService:
             # e.g. SQLite's lock wait running out under load: nothing was stored, say so plainly.
             logger.error("could not store the question: %s", exc)
             raise ChatError(_("暂时无法保存问题，请稍后重试。"), code="storage_unavailable", http_status=503) from exc
-        ctx.conversation_id, ctx.user_message_id = conversation.pk, user_message.pk
-        turn = _Turn(ctx=ctx, conversation=conversation, history=history)
+        turn = TurnState(
+            query=query, requester=requester, kb=kb, question=question, conversation=conversation,
+            user_message_id=user_message.pk, history=history, cancel=cancel or threading.Event(),
+            started=received, kb_version=kb.active_version.number if kb.active_version_id else None,
+        )
         yield Started(
-            trace_id=ctx.trace_id, conversation_id=conversation.pk, user_message_id=user_message.pk,
-            kb_id=kb.slug, kb_name=kb.name, kb_version=ctx.kb_version, data_scope=ctx.data_scope,
+            trace_id=turn.trace_id, conversation_id=conversation.pk, user_message_id=user_message.pk,
+            kb_id=kb.slug, kb_name=kb.name, kb_version=turn.kb_version, data_scope=turn.data_scope,
         )
         try:
             # Built inside the turn: a knowledge base the deployment cannot serve is a traced failure.
@@ -174,12 +171,12 @@ class RAGService:
         except DatabaseError as exc:
             # e.g. the connection dropped while the answer and its evidence were committed: the
             # transaction rolled back whole; the failure is stored on a new connection.
-            logger.error("turn %s: database error: %s", ctx.trace_id, exc)
+            logger.error("turn %s: database error: %s", turn.trace_id, exc)
             self._store_failure(turn, code="storage_unavailable", error=exc, cancelled=False)
             raise ChatError(_("数据库暂时不可用，回答未能保存，请稍后重试。"), code="storage_unavailable",
                             http_status=503) from exc
         except Exception as exc:
-            logger.exception("turn %s failed", ctx.trace_id)
+            logger.exception("turn %s failed", turn.trace_id)
             self._store_failure(turn, code="internal_error", error=exc, cancelled=False)
             raise GenerationFailed(_(GENERATION_FAILED)) from exc
 
@@ -194,56 +191,57 @@ class RAGService:
 
     # --- stages 1–7 -------------------------------------------------------------------------
 
-    def _stages(self, turn: _Turn, *, rules: Rules, retrieval: RetrievalService, faqs: FaqRetrieval):
-        ctx = turn.ctx
+    def _stages(self, turn: TurnState, *, rules: Rules, retrieval: RetrievalService, faqs: FaqRetrieval):
         yield Status("route", _("正在进行查询路由..."))
-        with ctx.stage("route"):
-            route = decide_route(ctx, rules=rules, faqs=faqs)
-        turn.info["route"] = route.as_dict()
-        if route.route == "direct_answer":
-            yield from self._single_answer(turn, route=route, hit_type="direct_answer", answer=route.answer,
+        with turn.stage("route"):
+            route = decide_route(question=turn.question, kb=turn.kb, rules=rules, faqs=faqs, cancel=turn.cancel)
+        turn.route = route
+        if route.fast_faq is not None:
+            turn.record_search(cache=route.fast_faq.cache, degradations=route.fast_faq.degradations)
+        if route.route == Route.DIRECT_ANSWER:
+            yield from self._single_answer(turn, hit_type=HitType.DIRECT_ANSWER, answer=route.answer,
                                            intent=route.intent, citations=(), top_score=0.0)
             return
-        if route.route == "faq_exact":
-            yield from self._single_answer(turn, route=route, hit_type="faq_exact", answer=route.answer,
+        if route.route == Route.FAQ_EXACT:
+            yield from self._single_answer(turn, hit_type=HitType.FAQ_EXACT, answer=route.answer,
                                            intent=route.intent, citations=(faq_citation(route.faq_hit),),
                                            top_score=1.0, faq_ids=(route.faq_hit.faq_id,))
             return
 
         yield Status("prepare", _("正在识别问题意图..."))
-        with ctx.stage("prepare"):
+        with turn.stage("prepare"):
             prepared, degradations = prepare_retrieval(
-                question=ctx.question, history=turn.history, options=ctx.query.options, rules=rules,
+                question=turn.question, history=turn.history, options=turn.query.options, rules=rules,
                 rewriter=self._follow_up_rewriter(rules),
             )
-        ctx.degradations.extend(degradations)
-        turn.prepared = prepared
-        turn.info["preparation"] = prepared.as_dict()
-        ctx.check_cancelled()
+        turn.degradations.extend(degradations)
+        turn.preparation = prepared
+        turn.check_cancelled()
 
         yield Status("faq_search", _("正在检索业务 FAQ 知识库..."))
-        with ctx.stage("faq_search"):
-            faq_stage = search_faq(ctx, prepared=prepared, route=route, faqs=faqs)
-        turn.info["faq"] = faq_stage.as_dict()
+        with turn.stage("faq_search"):
+            faq_stage = search_faq(question=turn.question, kb=turn.kb, prepared=prepared, route=route,
+                                   faqs=faqs, cancel=turn.cancel)
+        turn.faq = faq_stage
+        if not faq_stage.reused_fast_path:
+            turn.record_search(cache=faq_stage.response.cache, degradations=faq_stage.response.degradations)
         if faq_stage.direct is not None:
             hit = faq_stage.direct
-            hit_type = "faq_exact" if faq_stage.direct_kind == "exact" else "faq_direct"
-            yield from self._single_answer(turn, route=route, hit_type=hit_type, answer=hit.answer,
-                                           intent=prepared.intent, citations=(faq_citation(hit),),
-                                           top_score=hit.score, faq_ids=(hit.faq_id,))
+            hit_type = HitType.FAQ_EXACT if faq_stage.direct_kind == "exact" else HitType.FAQ_DIRECT
+            yield from self._single_answer(turn, hit_type=hit_type, answer=hit.answer, intent=prepared.intent,
+                                           citations=(faq_citation(hit),), top_score=hit.score,
+                                           faq_ids=(hit.faq_id,))
             return
-        ctx.check_cancelled()
+        turn.check_cancelled()
 
         yield Status("doc_search", _("正在匹配相关业务资料..."))
-        with ctx.stage("doc_search"):
-            documents = retrieval.retrieve(_retrieval_request(ctx, prepared), cancel=ctx.cancel)
-        ctx.add_cache(documents.trace.cache.as_dict())
-        ctx.degradations.extend(documents.trace.degradations)
+        with turn.stage("doc_search"):
+            documents = retrieval.retrieve(_retrieval_request(turn.kb, prepared), cancel=turn.cancel)
+        turn.record_search(cache=documents.trace.cache, degradations=documents.trace.degradations)
         turn.documents = documents
-        turn.info["documents"] = documents.trace.as_dict()
-        ctx.check_cancelled()
+        turn.check_cancelled()
 
-        with ctx.stage("context_build"):
+        with turn.stage("context_build"):
             selection = select_context(
                 question=prepared.rewritten_query, faq_hits=faq_stage.response.hits,
                 doc_results=documents.results, plan=prepared.plan, rules=rules.context,
@@ -251,45 +249,43 @@ class RAGService:
             )
             citations = build_citations(selection.items, question=prepared.rewritten_query)
         turn.selection = selection
-        turn.info["context"] = selection.as_dict()
         if not selection.items:
-            yield from self._single_answer(turn, route=route, hit_type="insufficient_context",
-                                           answer=insufficient_answer(ctx.kb), intent=prepared.intent,
+            yield from self._single_answer(turn, hit_type=HitType.INSUFFICIENT_CONTEXT,
+                                           answer=insufficient_answer(turn.kb), intent=prepared.intent,
                                            citations=(), top_score=selection.top_score)
             return
         model = self._model()
         turn.model_name = model.name
-        yield from self._generate(turn, route=route, prepared=prepared, selection=selection,
-                                  citations=citations, model=model, rules=rules)
+        yield from self._generate(turn, prepared=prepared, selection=selection, citations=citations,
+                                  model=model, rules=rules)
 
-    def _generate(self, turn: _Turn, *, route, prepared: Preparation, selection: ContextSelection,
+    def _generate(self, turn: TurnState, *, prepared: Preparation, selection: ContextSelection,
                   citations: tuple[Citation, ...], model: ChatModel, rules: Rules):
-        ctx = turn.ctx
         evidence_confidence = calculate_evidence_confidence(
-            hit_type="rag", retrieval_top_score=selection.top_score, context_count=len(selection.items),
+            hit_type=HitType.RAG, retrieval_top_score=selection.top_score, context_count=len(selection.items),
             source_count=len(selection.sources), intent_rule_score=prepared.intent.rule_score,
             intent_decision_score=prepared.intent.confidence, history_rewrite_used=prepared.history_rewrite_used,
         )
-        yield self._evidence(turn, route=route, hit_type="rag", citations=citations)
+        yield self._evidence(turn, hit_type=HitType.RAG, citations=citations)
         yield Status("generation", _("正在生成回答..."))
 
         messages = [
-            ChatMessage("system", system_prompt(ctx.kb)),
+            ChatMessage("system", system_prompt(turn.kb)),
             ChatMessage("user", user_prompt(question=prepared.rewritten_query, items=selection.items,
                                             history=prepared.history)),
         ]
         answer_filter = AnswerFilter(
             valid_numbers={c.number for c in citations},
             asset_ids={asset.id for item in selection.items if item.result for asset in item.result.assets},
-            link_hosts=ctx.kb.link_hosts,
+            link_hosts=turn.kb.link_hosts,
         )
-        with ctx.stage("llm_generation"):
+        with turn.stage("llm_generation"):
             stream = model.stream(messages, max_tokens=rules.generation.max_tokens,
                                   temperature=rules.generation.temperature)
             try:
                 for piece in filtered_stream(stream, answer_filter):
-                    ctx.check_cancelled()
-                    ctx.mark_first_token()
+                    turn.check_cancelled()
+                    turn.mark_first_token()
                     turn.delivered.append(piece)
                     yield Delta(piece)
             finally:
@@ -300,7 +296,7 @@ class RAGService:
         declined = is_declined(answer)
         if declined:
             # Both declines (no evidence, weak evidence) end by naming whom to ask.
-            tail = contact_tail(ctx.kb, answer)
+            tail = contact_tail(turn.kb, answer)
             if tail:
                 turn.delivered.append(tail)
                 yield Delta(tail)
@@ -309,14 +305,15 @@ class RAGService:
             # Titles are documents' and FAQs' own text: they go through the filter like the answer.
             tail = _filtered(
                 reference_tail(citations, limit=rules.generation.references_on_missing_citations),
-                AnswerFilter(valid_numbers=answer_filter.valid_numbers, asset_ids=set(), link_hosts=ctx.kb.link_hosts),
+                AnswerFilter(valid_numbers=answer_filter.valid_numbers, asset_ids=set(),
+                             link_hosts=turn.kb.link_hosts),
             )
             if tail:
                 turn.delivered.append(tail)
                 yield Delta(tail)
                 answer += tail
 
-        with ctx.stage("citation_check"):
+        with turn.stage("citation_check"):
             chunk_ids = {i for c in citations for i in (c.chunk_id, *c.context_chunk_ids) if i is not None}
             citations = attach_support(citations, answer=answer, chunk_texts=chunk_contents(chunk_ids=chunk_ids))
             verification = calculate_generation_confidence(
@@ -335,96 +332,90 @@ class RAGService:
         )
         confidence = combine_answer_confidence(evidence_confidence, verification, features=features,
                                                rules=rules.confidence)
-        turn.info["generation"] = {
-            "model": model.name,
-            "removed_citations": list(answer_filter.removed_citations),
-            "blocked_images": answer_filter.blocked_images,
-            "links_shown_as_text": answer_filter.shown_links,
-            "declined": declined,
-        }
-        yield self._finish(turn, route=route, hit_type="rag", answer=answer, intent=prepared.intent,
-                           citations=citations, confidence=confidence)
+        turn.generation = GenerationReport(
+            model=model.name,
+            removed_citations=tuple(answer_filter.removed_citations),
+            blocked_images=answer_filter.blocked_images,
+            links_shown_as_text=answer_filter.shown_links,
+            declined=declined,
+        )
+        yield self._finish(turn, answer=answer, intent=prepared.intent, citations=citations,
+                           confidence=confidence)
 
-    def _single_answer(self, turn: _Turn, *, route: RouteDecision, hit_type: str, answer: str,
-                       intent: IntentResult, citations: tuple[Citation, ...], top_score: float,
-                       faq_ids: tuple[int, ...] = ()):
+    def _single_answer(self, turn: TurnState, *, hit_type: HitType, answer: str, intent: IntentResult,
+                       citations: tuple[Citation, ...], top_score: float, faq_ids: tuple[int, ...] = ()):
         """Direct, FAQ and insufficient-context answers: fixed text, no model call."""
-        prepared = turn.prepared
+        prepared = turn.preparation
         evidence_confidence = calculate_evidence_confidence(
             hit_type=hit_type, retrieval_top_score=top_score, context_count=0,
             source_count=len(turn.selection.sources) if turn.selection else len(citations),
             intent_rule_score=intent.rule_score, intent_decision_score=intent.confidence,
             history_rewrite_used=prepared.history_rewrite_used if prepared else False,
         )
-        yield self._evidence(turn, route=route, hit_type=hit_type, citations=citations)
+        yield self._evidence(turn, hit_type=hit_type, citations=citations)
         # A FAQ's answer is text staff (or an import) wrote: the same rules as a model's answer.
         answer = _filtered(answer, AnswerFilter(valid_numbers={c.number for c in citations}, asset_ids=set(),
-                                                link_hosts=turn.ctx.kb.link_hosts))
+                                                link_hosts=turn.kb.link_hosts))
         for start in range(0, len(answer), DIRECT_DELTA_CHARS):
             piece = answer[start:start + DIRECT_DELTA_CHARS]
-            turn.ctx.mark_first_token()
+            turn.mark_first_token()
             turn.delivered.append(piece)
             yield Delta(piece)
         confidence = combine_answer_confidence(evidence_confidence, NOT_APPLICABLE)
-        yield self._finish(turn, route=route, hit_type=hit_type, answer=answer, intent=intent,
-                           citations=citations, confidence=confidence, faq_ids=faq_ids)
+        yield self._finish(turn, answer=answer, intent=intent, citations=citations, confidence=confidence,
+                           faq_ids=faq_ids)
 
     # --- events and persistence -------------------------------------------------------------
 
-    def _evidence(self, turn: _Turn, *, route: RouteDecision, hit_type: str, citations) -> Evidence:
-        turn.route = route
+    def _evidence(self, turn: TurnState, *, hit_type: HitType, citations: tuple[Citation, ...]) -> Evidence:
         turn.hit_type = hit_type
-        results = tuple(r.as_dict() for r in turn.documents.results) if turn.documents else ()
         return Evidence(
-            citations=citations, retrieval_results=results, retrieval_trace=turn.trace_payload(),
-            route=route.route,
+            citations=citations, retrieval_results=turn.documents.results if turn.documents else (),
+            retrieval_trace=turn.trace_payload(), route=turn.route.route,
         )
 
-    def _finish(self, turn: _Turn, *, route, hit_type, answer, intent, citations, confidence,
-                faq_ids: tuple[int, ...] = ()) -> Finished:
-        ctx = turn.ctx
+    def _finish(self, turn: TurnState, *, answer: str, intent: IntentResult, citations: tuple[Citation, ...],
+                confidence: AnswerConfidence, faq_ids: tuple[int, ...] = ()) -> Finished:
         # A client gone while the model sent its last (textless) chunk never saw the answer
         # end: the turn is cancelled, not stored complete with evidence.
-        ctx.check_cancelled()
-        with ctx.stage("save_history"):
-            trace = turn.trace_record(route=route.route, intent=intent, hit_type=hit_type, confidence=confidence)
+        turn.check_cancelled()
+        route, hit_type = turn.route.route, turn.hit_type
+        with turn.stage("save_history"):
+            trace = turn.trace_record(intent=intent, confidence=confidence)
             message = services.complete_turn(
                 conversation=turn.conversation,
                 answer=answer,
                 evidence=services.EvidenceRecord(
-                    route=route.route, hit_type=hit_type, intent=intent.as_dict(),
-                    rewritten_query=turn.prepared.rewritten_query if turn.prepared else ctx.question,
+                    route=str(route), hit_type=str(hit_type), intent=intent.as_dict(),
+                    rewritten_query=turn.retrieval_question,
                     citations=[c.as_dict() for c in citations],
                     retrieval_results=[r.as_dict() for r in turn.documents.results] if turn.documents else [],
                     retrieval_trace=trace.details,
-                    answer_confidence=confidence,
+                    answer_confidence=confidence.as_dict(),
                 ),
                 trace=trace,
-                user=ctx.requester.user,
+                user=turn.requester.user,
                 faq_ids=faq_ids,
             )
         turn.stored = True
         return Finished(
             TurnResult(
-                trace_id=ctx.trace_id, conversation_id=turn.conversation.pk,
-                user_message_id=ctx.user_message_id, assistant_message_id=message.pk, answer=answer,
-                route=route.route, hit_type=hit_type, intent=intent, citations=citations,
-                answer_confidence=confidence, retrieval=turn.end_payload(), kb_version=ctx.kb_version,
+                trace_id=turn.trace_id, conversation_id=turn.conversation.pk,
+                user_message_id=turn.user_message_id, assistant_message_id=message.pk, answer=answer,
+                route=route, hit_type=hit_type, intent=intent, citations=citations,
+                answer_confidence=confidence, retrieval=turn.end_payload(), kb_version=turn.kb_version,
             )
         )
 
-    def _store_failure(self, turn: _Turn, *, code: str, error: BaseException | None, cancelled: bool) -> None:
+    def _store_failure(self, turn: TurnState, *, code: str, error: BaseException | None, cancelled: bool) -> None:
         try:
-            trace = turn.trace_record(
-                route=turn.route.route if turn.route else "", intent=None, hit_type=turn.hit_type,
-                confidence=None, error=error, error_code=code,
-            )
+            trace = turn.trace_record(intent=None, confidence=None, error=error, error_code=code)
             services.fail_turn(
                 conversation=turn.conversation, delivered_text="".join(turn.delivered), trace=trace,
-                user=turn.ctx.requester.user, cancelled=cancelled,
+                user=turn.requester.user, cancelled=cancelled,
             )
         except Exception:  # noqa: BLE001 — never mask the original failure with a bookkeeping one
-            logger.exception("could not store the failed turn %s", turn.ctx.trace_id)
+            logger.exception("could not store the failed turn %s", turn.trace_id)
 
     # --- collaborators ----------------------------------------------------------------------
 
@@ -460,10 +451,10 @@ def _filtered(text: str, answer_filter: AnswerFilter) -> str:
     return answer_filter.feed(text) + answer_filter.flush()
 
 
-def _retrieval_request(ctx: QueryContext, prepared: Preparation) -> RetrievalRequest:
+def _retrieval_request(kb: KnowledgeBase, prepared: Preparation) -> RetrievalRequest:
     plan = prepared.plan
     return RetrievalRequest(
-        kb_id=ctx.kb.pk,
+        kb_id=kb.pk,
         question=prepared.rewritten_query,
         top_k=plan.doc_top_k,
         mode=plan.mode,
@@ -474,83 +465,3 @@ def _retrieval_request(ctx: QueryContext, prepared: Preparation) -> RetrievalReq
         document_ids=plan.document_ids,
         context_variants=tuple(prepared.variants[1:]),
     )
-
-
-class _Turn:
-    """What one run has gathered so far, for the trace, the end payload and failures."""
-
-    def __init__(self, *, ctx: QueryContext, conversation: Conversation, history) -> None:
-        self.ctx = ctx
-        self.conversation = conversation
-        self.history = history
-        self.info: dict[str, Any] = {}
-        self.prepared: Preparation | None = None
-        self.documents: RetrievalResponse | None = None
-        self.selection: ContextSelection | None = None
-        self.route: RouteDecision | None = None
-        self.hit_type = ""
-        self.model_name = ""
-        self.delivered: list[str] = []
-        self.stored = False  # the answer and its evidence are committed: nothing left to fail
-
-    def query_variants(self) -> list[str]:
-        if self.documents:
-            return list(self.documents.trace.query_variants)
-        return list(self.prepared.variants) if self.prepared else [self.ctx.question]
-
-    def trace_payload(self) -> dict[str, Any]:
-        ctx = self.ctx
-        prepared = self.prepared
-        return {
-            "trace_id": str(ctx.trace_id),
-            **self.info,
-            "query_variants": self.query_variants(),
-            "plan": prepared.plan.as_dict() if prepared else None,
-            "insufficient_context_reason": self.selection.insufficient_reason if self.selection else "",
-            "cache": ctx.cache_block(),
-            "degradations": list(dict.fromkeys(ctx.degradations)),
-            **ctx.timings_block(),
-        }
-
-    def end_payload(self) -> dict[str, Any]:
-        timings = {t["stage"]: t["elapsed_ms"] for t in self.ctx.stage_timings_ms}
-        prepared = self.prepared
-        return {
-            "plan": prepared.plan.as_dict() if prepared else None,
-            "query_variants": self.query_variants(),
-            "rewritten_query": prepared.rewritten_query if prepared else self.ctx.question,
-            "history_rewrite_used": prepared.history_rewrite_used if prepared else False,
-            "faq_elapsed_ms": timings.get("faq_search"),
-            "doc_elapsed_ms": timings.get("doc_search"),
-            "sources": list(self.selection.sources) if self.selection else [],
-            "insufficient_context_reason": self.selection.insufficient_reason if self.selection else "",
-            "cache": self.ctx.cache_block(),
-            "degradations": list(dict.fromkeys(self.ctx.degradations)),
-            **self.ctx.timings_block(),
-        }
-
-    def trace_record(self, *, route: str, intent: IntentResult | None, hit_type: str, confidence,
-                     error: BaseException | None = None, error_code: str = "") -> services.TraceRecord:
-        ctx = self.ctx
-        details = self.trace_payload()
-        return services.TraceRecord(
-            trace_id=ctx.trace_id,
-            kb_version=ctx.kb_version,
-            question=ctx.question,
-            rewritten_query=self.prepared.rewritten_query if self.prepared else "",
-            route=route,
-            intent=intent.intent if intent else "",
-            hit_type=hit_type,
-            confidence_score=confidence["score"] if confidence else None,
-            confidence_level=confidence["level"] if confidence else "",
-            stage_timings=list(ctx.stage_timings_ms),
-            first_token_ms=ctx.first_token_ms,
-            total_ms=ctx.elapsed_ms(),
-            cache=ctx.cache_block(),
-            degradations=list(dict.fromkeys(ctx.degradations)),
-            insufficient_reason=self.selection.insufficient_reason if self.selection else "",
-            model_name=self.model_name,
-            error_class=type(error).__name__ if error is not None else "",
-            error_code=error_code,
-            details=details,
-        )

@@ -10,21 +10,22 @@ reuse them.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 
-from chat.contracts import IntentResult
+from chat.contracts import IntentResult, Route
+from knowledge.models import KnowledgeBase
 from retrieval.contracts import FaqHit
 from retrieval.faqs import FaqRetrieval, FaqSearchRequest, FaqSearchResponse
 
 from .rules import Rules
-from .runtime import QueryContext
 
 
 @dataclass(frozen=True)
 class RouteDecision:
-    route: str  # direct_answer | faq_exact | retrieval
+    route: Route
     reason: str
     answer: str | None = None
     intent: IntentResult | None = None
@@ -33,7 +34,7 @@ class RouteDecision:
 
     def as_dict(self) -> dict:
         return {
-            "route": self.route,
+            "route": str(self.route),
             "reason": self.reason,
             "intent": self.intent.as_dict() if self.intent else None,
             "faq_id": self.faq_hit.faq_id if self.faq_hit else None,
@@ -41,41 +42,40 @@ class RouteDecision:
         }
 
 
-def decide_route(ctx: QueryContext, *, rules: Rules, faqs: FaqRetrieval) -> RouteDecision:
-    question = ctx.question
+def decide_route(
+    *, question: str, kb: KnowledgeBase, rules: Rules, faqs: FaqRetrieval, cancel: threading.Event
+) -> RouteDecision:
     for rule in rules.direct:
         if rule.matches(question):
             return RouteDecision(
-                route="direct_answer",
+                route=Route.DIRECT_ANSWER,
                 reason=f"direct_rule:{rule.intent.lower()}",
-                answer=fill_answer(rule.answer, ctx),
+                answer=fill_answer(rule.answer, kb),
                 intent=IntentResult(rule.intent, rule.rule_score, rule.rule_score, "direct_rule"),
             )
     if not should_try_faq_fast_path(question, rules):
-        return RouteDecision(route="retrieval", reason="long_or_multiline_question")
+        return RouteDecision(route=Route.RETRIEVAL, reason="long_or_multiline_question")
 
     fast = faqs.search(
         FaqSearchRequest(
-            kb_id=ctx.kb.pk,
+            kb_id=kb.pk,
             variants=(question,),
             top_k=max(rules.faq_fast_path.top_k, rules.faq.top_k),
             candidate_k=rules.faq.candidate_k,
         ),
-        cancel=ctx.cancel,
+        cancel=cancel,
     )
-    ctx.add_cache(fast.cache.as_dict())
-    ctx.degradations.extend(fast.degradations)
     exact = next((hit for hit in fast.hits if hit.exact), None)
     if exact is not None:
         return RouteDecision(
-            route="faq_exact",
+            route=Route.FAQ_EXACT,
             reason="faq_exact_match",
             answer=exact.answer,
             intent=IntentResult("FAQ_QUERY", 1.0, 1.0, "faq_exact_match"),
             faq_hit=exact,
             fast_faq=fast,
         )
-    return RouteDecision(route="retrieval", reason="no_exact_faq", fast_faq=fast)
+    return RouteDecision(route=Route.RETRIEVAL, reason="no_exact_faq", fast_faq=fast)
 
 
 def should_try_faq_fast_path(question: str, rules: Rules) -> bool:
@@ -83,7 +83,7 @@ def should_try_faq_fast_path(question: str, rules: Rules) -> bool:
     return bool(compact) and len(compact) <= rules.faq_fast_path.max_chars and "\n" not in compact
 
 
-def fill_answer(template: str, ctx: QueryContext) -> str:
+def fill_answer(template: str, kb: KnowledgeBase) -> str:
     """The rules file's answer in the active language (its strings are in the catalog)."""
-    contact = ctx.kb.support_contact or _("知识库管理员")
-    return _(template).format(kb_name=ctx.kb.name, support_contact=contact)
+    contact = kb.support_contact or _("知识库管理员")
+    return _(template).format(kb_name=kb.name, support_contact=contact)

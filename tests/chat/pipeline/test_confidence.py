@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from chat.contracts import ConfidenceLevel
 from chat.pipeline.confidence import (
     NOT_APPLICABLE,
     AnswerFeatures,
@@ -146,18 +147,18 @@ def test_final_score_is_the_conservative_minimum():
     # when
     combined = combine_answer_confidence(strong, weak)
     # then
-    assert combined["score"] == min(0.95, weak.score)
-    assert combined["evidence_confidence"]["score"] == 0.95
-    assert combined["generation_verification"]["status"] == weak.status
+    assert combined.score == min(0.95, weak.score)
+    assert combined.evidence.score == 0.95
+    assert combined.as_dict()["generation_verification"]["status"] == weak.status
 
 
 def test_not_applicable_keeps_the_evidence_score():
     combined = combine_answer_confidence(evidence(hit_type="direct_answer", intent_decision_score=0.9), NOT_APPLICABLE)
-    assert combined["score"] == pytest.approx(0.942)
-    assert combined["level"] == "high"
-    assert combined["label"] == "高"
-    assert combined["generation_verification"]["status"] == "not_applicable"
-    assert set(combined["signals"]) >= {
+    assert combined.score == pytest.approx(0.942)
+    assert combined.level == ConfidenceLevel.HIGH
+    assert combined.label == "高"
+    assert combined.as_dict()["generation_verification"]["status"] == "not_applicable"
+    assert set(combined.as_dict()["signals"]) >= {
         "retrieval_top_score", "normalized_retrieval_score", "context_count", "source_count",
         "intent_rule_score", "intent_decision_score", "history_rewrite_used",
         "evidence_confidence_score", "generation_verification_score", "generation_verification_status",
@@ -203,10 +204,10 @@ def test_a_document_answer_is_scored_by_the_fitted_model_and_its_cut_offs():
     good = combine_answer_confidence(evidence(), verified, features=features(), rules=RULES)
     weak = combine_answer_confidence(evidence(), verified, features=features(coverage=0.2, shape=0.0), rules=RULES)
     # then: the logistic probability, labelled by the rules' cut-offs, with the features traced
-    assert good["score"] == pytest.approx(1 / (1 + math.exp(-2.0)), abs=1e-4) and good["level"] == "high"
-    assert weak["score"] == pytest.approx(1 / (1 + math.exp(1.6)), abs=1e-4) and weak["level"] == "low"
-    assert "calibrated_probability" in good["reasons"]
-    assert good["signals"]["features"]["coverage"] == 1.0
+    assert good.score == pytest.approx(1 / (1 + math.exp(-2.0)), abs=1e-4) and good.level == ConfidenceLevel.HIGH
+    assert weak.score == pytest.approx(1 / (1 + math.exp(1.6)), abs=1e-4) and weak.level == ConfidenceLevel.LOW
+    assert "calibrated_probability" in good.reasons
+    assert good.features.coverage == 1.0 and good.as_dict()["signals"]["features"]["coverage"] == 1.0
 
 
 def test_a_failed_verification_still_bounds_the_calibrated_score():
@@ -214,7 +215,7 @@ def test_a_failed_verification_still_bounds_the_calibrated_score():
                                              context_texts=["年假 7 天。"], removed_citations=[],
                                              blocked_images=0, declined=True)
     combined = combine_answer_confidence(evidence(), failed, features=features(), rules=RULES)
-    assert combined["score"] <= failed.score
+    assert combined.score <= failed.score
 
 
 def test_features_are_measured_on_the_first_line_and_its_source():

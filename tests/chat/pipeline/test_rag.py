@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.contrib.auth.models import AnonymousUser, User
 
-from chat.contracts import ChatQuery, GenerationFailed, Requester, TurnCancelled
+from chat.contracts import ChatQuery, ConfidenceLevel, GenerationFailed, Requester, TurnCancelled, VerificationStatus
 from chat.models import ChatEvidence, Conversation, Message, QueryTrace
 from chat.pipeline.context import system_prompt
 from chat.pipeline.events import Delta, Evidence, Finished, Started, Status
@@ -66,8 +66,7 @@ def test_routes_that_answer_without_a_model(handbook_kb, recording_model, questi
     # then
     assert (result.route, result.hit_type, result.intent.intent) == (route, hit_type, intent)
     assert recording_model.calls == []
-    confidence = result.answer_confidence
-    assert confidence["generation_verification"]["status"] == "not_applicable"
+    assert result.answer_confidence.verification.status == VerificationStatus.NOT_APPLICABLE
     trace = QueryTrace.objects.get(trace_id=result.trace_id)
     assert (trace.route, trace.hit_type, trace.status) == (route, hit_type, "completed")
 
@@ -75,7 +74,7 @@ def test_routes_that_answer_without_a_model(handbook_kb, recording_model, questi
 def test_direct_answers_name_the_support_contact(handbook_kb, recording_model):
     _, result = ask(handbook_kb, "转人工", model=recording_model)
     assert handbook_kb.support_contact in result.answer
-    assert result.answer_confidence["score"] == pytest.approx(0.78 + 0.18 * 0.92, abs=1e-4)
+    assert result.answer_confidence.score == pytest.approx(0.78 + 0.18 * 0.92, abs=1e-4)
 
 
 def test_an_off_topic_question_is_insufficient_and_says_why(handbook_kb, recording_model):
@@ -84,7 +83,7 @@ def test_an_off_topic_question_is_insufficient_and_says_why(handbook_kb, recordi
     assert handbook_kb.support_contact in result.answer
     assert result.citations == ()
     assert result.retrieval["insufficient_context_reason"] in {"below_relevance_floor", "key_term_missing"}
-    assert result.answer_confidence["level"] == "low"
+    assert result.answer_confidence.level == ConfidenceLevel.LOW
 
 
 def test_a_similar_faq_answers_directly_only_above_the_threshold(handbook_kb, recording_model, staff_user):
@@ -98,9 +97,9 @@ def test_a_similar_faq_answers_directly_only_above_the_threshold(handbook_kb, re
     assert (close.route, close.hit_type) == ("retrieval", "faq_direct")
     assert close.answer == "最多 2 台。"
     assert recording_model.calls == []
-    signals = close.answer_confidence["signals"]
+    signals = close.answer_confidence.evidence.signals
     nrs, ids = signals["normalized_retrieval_score"], signals["intent_decision_score"]
-    assert close.answer_confidence["score"] == pytest.approx(min(1.0, 0.55 + 0.35 * nrs + 0.08 * ids), abs=1e-4)
+    assert close.answer_confidence.score == pytest.approx(min(1.0, 0.55 + 0.35 * nrs + 0.08 * ids), abs=1e-4)
 
 
 def test_faq_hit_counts_move_after_commit_for_direct_answers_only(handbook_kb, recording_model):
@@ -120,14 +119,14 @@ def test_a_finished_answer_is_stored_with_its_evidence_and_trace(handbook_kb, re
     message = Message.objects.get(pk=result.assistant_message_id)
     evidence = ChatEvidence.objects.get(message=message)
     assert evidence.citations == [c.as_dict() for c in result.citations]
-    assert evidence.answer_confidence == result.answer_confidence
+    assert evidence.answer_confidence == result.answer_confidence.as_dict()
     assert evidence.retrieval_results
     trace = QueryTrace.objects.get(trace_id=result.trace_id)
     assert trace.assistant_message_id == message.pk
     assert trace.model_name == "recording-extractive"
     assert [t["stage"] for t in trace.stage_timings][:4] == ["route", "prepare", "faq_search", "doc_search"]
     assert trace.first_token_ms is not None and trace.first_token_ms <= trace.total_ms
-    assert trace.confidence_level == result.answer_confidence["level"]
+    assert trace.confidence_level == result.answer_confidence.level
     # and a reload reads the same evidence without retrieving again
     stored = conversation_messages(conversation=message.conversation)
     assert [m["role"] for m in stored] == ["user", "assistant"]
@@ -175,6 +174,7 @@ def test_a_model_that_dies_midway_stores_an_errored_answer_without_evidence(hand
     assert not ChatEvidence.objects.exists()
     trace = QueryTrace.objects.get()
     assert (trace.status, trace.error_code, trace.error_class) == ("failed", "provider_unavailable", "ProviderUnavailable")
+    assert (trace.route, trace.hit_type, trace.model_name) == ("retrieval", "rag", model.name)
     assert Message.objects.filter(role="user", content="报销要在多久内提交？").exists()
 
 
@@ -227,7 +227,12 @@ def test_a_cancel_event_stops_the_turn_between_stages(handbook_kb, recording_mod
             if isinstance(event, Status) and event.stage == "prepare":
                 cancel.set()
     assert recording_model.calls == []
-    assert QueryTrace.objects.get().status == "cancelled"
+    trace = QueryTrace.objects.get()
+    assert trace.status == "cancelled"
+    # and: the cancelled turn's trace holds what the stages before it decided
+    assert trace.route == "retrieval" and trace.hit_type == ""
+    assert set(trace.details) >= {"route", "preparation"} and "documents" not in trace.details
+    assert [t["stage"] for t in trace.stage_timings] == ["route", "prepare"]
 
 
 def test_injected_instructions_change_neither_the_prompt_nor_the_citations(milvus, run_tasks, media_root, staff_user):
@@ -252,9 +257,9 @@ def test_injected_instructions_change_neither_the_prompt_nor_the_citations(milvu
     # and the answer cites only real sources and shows no foreign image
     assert [c.number for c in result.citations] == [1]
     assert "citation://9" not in result.answer and "evil.example" not in result.answer and "asset://" not in result.answer
-    verification = result.answer_confidence["generation_verification"]
-    assert verification["signals"]["invalid_citation_numbers"] == [9]
-    assert verification["signals"]["blocked_images"] == 2
+    verification = result.answer_confidence.verification
+    assert verification.signals["invalid_citation_numbers"] == [9]
+    assert verification.signals["blocked_images"] == 2
 
 
 def test_a_follow_up_is_rewritten_with_the_previous_subject(handbook_kb, recording_model):
@@ -268,7 +273,7 @@ def test_a_follow_up_is_rewritten_with_the_previous_subject(handbook_kb, recordi
     assert second.intent.intent == "FOLLOW_UP"
     assert second.retrieval["history_rewrite_used"] is True
     assert second.retrieval["rewritten_query"].startswith("报销")
-    assert "history_rewrite_used" in second.answer_confidence["reasons"]
+    assert "history_rewrite_used" in second.answer_confidence.reasons
     assert "审批" in second.answer
 
 

@@ -1,0 +1,207 @@
+"""The state of one turn while it runs: what it was given, one slot per stage, and the
+bookkeeping its trace is written from.
+
+Stages are functions of their inputs that return a typed result (`RouteDecision`,
+`Preparation`, `FaqStage`, `RetrievalResponse`, `ContextSelection`, `GenerationReport`); only the
+orchestrator (`RAGService`) fills the slots, so a reader finds every write to a turn's state in
+one module. Dicts appear only where JSON is written: `trace_payload`, `end_payload` and the
+trace record.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from knowledge.models import KnowledgeBase
+from retrieval.contracts import CacheEvent, CacheSummary, RetrievalResponse, StageTiming
+
+from .. import services
+from ..contracts import AnswerConfidence, ChatQuery, HitType, IntentResult, Requester, TurnCancelled
+from ..models import Conversation
+from .context import ContextSelection
+from .faq import FaqStage
+from .preparation import HistoryTurn, Preparation
+from .routing import RouteDecision
+
+
+@dataclass(frozen=True)
+class GenerationReport:
+    """What the answer filter did to the model's text (stage 6)."""
+
+    model: str
+    removed_citations: tuple[int, ...]
+    blocked_images: int
+    links_shown_as_text: int
+    declined: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "removed_citations": list(self.removed_citations)}
+
+
+@dataclass
+class TurnState:
+    query: ChatQuery
+    requester: Requester
+    kb: KnowledgeBase
+    question: str
+    conversation: Conversation
+    user_message_id: int
+    history: tuple[HistoryTurn, ...]
+    cancel: threading.Event
+    started: float  # perf_counter when the turn was received
+    trace_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    kb_version: int | None = None
+
+    # One slot per stage, in stage order; None until the stage ran.
+    route: RouteDecision | None = None
+    preparation: Preparation | None = None
+    faq: FaqStage | None = None
+    documents: RetrievalResponse | None = None
+    selection: ContextSelection | None = None
+    model_name: str = ""
+    generation: GenerationReport | None = None
+    hit_type: HitType | None = None
+
+    delivered: list[str] = field(default_factory=list)
+    stored: bool = False  # the answer and its evidence are committed: nothing left to fail
+
+    timings: list[StageTiming] = field(default_factory=list)
+    first_token_ms: float | None = None
+    degradations: list[str] = field(default_factory=list)
+    cache_events: list[CacheEvent] = field(default_factory=list)
+
+    # --- bookkeeping ----------------------------------------------------------------------------
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings.append(StageTiming(name, round((time.perf_counter() - started) * 1000, 2)))
+
+    def mark_first_token(self) -> None:
+        if self.first_token_ms is None:
+            self.first_token_ms = self.elapsed_ms()
+
+    def elapsed_ms(self) -> float:
+        return round((time.perf_counter() - self.started) * 1000, 2)
+
+    def check_cancelled(self) -> None:
+        if self.cancel.is_set():
+            raise TurnCancelled("the client went away")
+
+    def record_search(self, *, cache: CacheSummary, degradations: Iterable[str]) -> None:
+        """A search the turn ran: its cache lookups and what it had to do without."""
+        self.cache_events.extend(cache.events)
+        self.degradations.extend(degradations)
+
+    @property
+    def data_scope(self) -> dict[str, Any]:
+        return {"knowledge_base": self.kb.slug, "visibility": self.kb.visibility}
+
+    @property
+    def retrieval_question(self) -> str:
+        return self.preparation.rewritten_query if self.preparation else self.question
+
+    @property
+    def insufficient_reason(self) -> str:
+        return self.selection.insufficient_reason if self.selection else ""
+
+    def query_variants(self) -> list[str]:
+        if self.documents:
+            return list(self.documents.trace.query_variants)
+        return list(self.preparation.variants) if self.preparation else [self.question]
+
+    # --- JSON edge ------------------------------------------------------------------------------
+
+    def cache_block(self) -> dict[str, Any]:
+        hits = sum(1 for event in self.cache_events if event.hit)
+        return {
+            "enabled": bool(self.cache_events),
+            "hit_count": hits,
+            "miss_count": len(self.cache_events) - hits,
+            "events": [asdict(event) for event in self.cache_events],
+        }
+
+    def stage_timings(self) -> list[dict[str, Any]]:
+        return [asdict(timing) for timing in self.timings]
+
+    def timings_block(self) -> dict[str, Any]:
+        slowest = max(self.timings, key=lambda t: t.elapsed_ms, default=None)
+        return {
+            "stage_timings_ms": self.stage_timings(),
+            "slowest_stage": asdict(slowest) if slowest else None,
+            "first_token_ms": self.first_token_ms,
+            "total_elapsed_ms": self.elapsed_ms(),
+        }
+
+    def _stages_block(self) -> dict[str, Any]:
+        blocks = {
+            "route": self.route,
+            "preparation": self.preparation,
+            "faq": self.faq,
+            "documents": self.documents.trace if self.documents else None,
+            "context": self.selection,
+            "generation": self.generation,
+        }
+        return {name: block.as_dict() for name, block in blocks.items() if block is not None}
+
+    def trace_payload(self) -> dict[str, Any]:
+        return {
+            "trace_id": str(self.trace_id),
+            **self._stages_block(),
+            "query_variants": self.query_variants(),
+            "plan": self.preparation.plan.as_dict() if self.preparation else None,
+            "insufficient_context_reason": self.insufficient_reason,
+            "cache": self.cache_block(),
+            "degradations": list(dict.fromkeys(self.degradations)),
+            **self.timings_block(),
+        }
+
+    def end_payload(self) -> dict[str, Any]:
+        timings = {t.stage: t.elapsed_ms for t in self.timings}
+        prepared = self.preparation
+        return {
+            "plan": prepared.plan.as_dict() if prepared else None,
+            "query_variants": self.query_variants(),
+            "rewritten_query": self.retrieval_question,
+            "history_rewrite_used": prepared.history_rewrite_used if prepared else False,
+            "faq_elapsed_ms": timings.get("faq_search"),
+            "doc_elapsed_ms": timings.get("doc_search"),
+            "sources": list(self.selection.sources) if self.selection else [],
+            "insufficient_context_reason": self.insufficient_reason,
+            "cache": self.cache_block(),
+            "degradations": list(dict.fromkeys(self.degradations)),
+            **self.timings_block(),
+        }
+
+    def trace_record(self, *, intent: IntentResult | None, confidence: AnswerConfidence | None,
+                     error: BaseException | None = None, error_code: str = "") -> services.TraceRecord:
+        return services.TraceRecord(
+            trace_id=self.trace_id,
+            kb_version=self.kb_version,
+            question=self.question,
+            rewritten_query=self.preparation.rewritten_query if self.preparation else "",
+            route=str(self.route.route) if self.route else "",
+            intent=intent.intent if intent else "",
+            hit_type=str(self.hit_type) if self.hit_type else "",
+            confidence_score=confidence.score if confidence else None,
+            confidence_level=str(confidence.level) if confidence else "",
+            stage_timings=self.stage_timings(),
+            first_token_ms=self.first_token_ms,
+            total_ms=self.elapsed_ms(),
+            cache=self.cache_block(),
+            degradations=list(dict.fromkeys(self.degradations)),
+            insufficient_reason=self.insufficient_reason,
+            model_name=self.model_name,
+            error_class=type(error).__name__ if error is not None else "",
+            error_code=error_code,
+            details=self.trace_payload(),
+        )
