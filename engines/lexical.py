@@ -177,6 +177,50 @@ def asks_quantity(question: str) -> bool:
     return bool(_ASKS_QUANTITY.search(fold(question)))
 
 
+# What states a quantity: a digit that is not part of a model name ("X3"), or a Chinese numeral
+# with its unit.
+QUANTITY = re.compile(
+    r"(?<![A-Za-z\d])\d"
+    r"|[一二两三四五六七八九十百千万亿半]+\s*[个位名种类项条件次回场届年月日号天周岁分秒点只家所座部本层间台辆人倍级页元%％]"
+)
+
+
+def states_quantity(text: str) -> bool:
+    """Whether `text` holds the kind of thing a "多少 / 几 / 多久" question asks for."""
+    return bool(QUANTITY.search(unicodedata.normalize("NFKC", text)))
+
+
+# A model name: a few letters then digits, with the suffix that makes it another model
+# ("X3 Pro" is not "X3"). Matched on NFKC text, case-insensitively.
+_MODEL_CODE = re.compile(
+    r"(?<![a-z0-9])([a-z]{1,6}-?\d{1,4}[a-z]?)(?:\s*(pro|max|plus|mini|lite|ultra|mesh|se|s))?(?![a-z0-9])",
+    re.I,
+)
+
+
+def model_code_spans(text: str) -> list[str]:
+    """The model names in `text` as written (NFKC), in order: "星河X3 Pro 和 X5" → ["X3 Pro", "X5"]."""
+    return [m.group(0) for m in _MODEL_CODE.finditer(unicodedata.normalize("NFKC", text))]
+
+
+@lru_cache(maxsize=1 << 14)
+def model_codes(text: str) -> frozenset[str]:
+    """The model names in `text`, folded and without spaces or hyphens ("星河X3 Pro" → "x3pro")."""
+    return frozenset(
+        m.group(1).lower().replace("-", "") + (m.group(2) or "").lower()
+        for m in _MODEL_CODE.finditer(fold(text))
+    )
+
+
+_CODE_OR_NUMBER = re.compile(r"[a-z0-9][a-z0-9.\-]*", re.I)
+
+
+def codes_and_numbers(text: str) -> frozenset[str]:
+    """Every Latin word, code and number in `text`: what two questions must share to be the same
+    question ("星河X3 Pro" and "星河X3", "满 3 年" and "满 10 年" are not)."""
+    return frozenset(m.group(0).lower() for m in _CODE_OR_NUMBER.finditer(unicodedata.normalize("NFKC", text)))
+
+
 def asks_for(previous: str, word: str) -> bool:
     """A measure word after "几 / 多少" ("几个字符"), or a noun after "什么 / 哪个" that only says
     the kind of answer ("什么地方", "哪个时候")."""

@@ -43,7 +43,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engines.lexical import asks_quantity, content_terms, coverage, normalise
+from engines.lexical import asks_quantity, content_terms, coverage, normalise, states_quantity
 
 from ..contracts import (
     HIGH,
@@ -167,17 +167,13 @@ def fact_units(answer: str) -> list[str]:
     return units
 
 
-# What a line answering a quantity question holds.
-_QUANTITY = re.compile(r"\d|[一二两三四五六七八九十百千万半]+\s*[个位名种项条次天周年月日号点台页人岁倍级元小分秒%]")
-
-
 def answers_kind(question: str, line: str) -> bool:
     """Whether the answer's first line has the kind of content the question asks for (so far:
     a quantity for 多少 / 几 / 多久 questions). True when the question asks for no such kind."""
     if not question or not asks_quantity(question):
         return True
     text = _IMAGE.sub("", _CITATION.sub("", line))
-    return bool(_QUANTITY.search(text))
+    return states_quantity(text)
 
 
 def calculate_generation_confidence(

@@ -13,12 +13,10 @@ model codes and numbers as the question.
 
 from __future__ import annotations
 
-import re
 import threading
-import unicodedata
 from dataclasses import dataclass
 
-from engines.lexical import asks_quantity, normalise
+from engines.lexical import asks_quantity, codes_and_numbers, normalise
 from knowledge.models import KnowledgeBase
 from retrieval.contracts import FaqHit
 from retrieval.faqs import FaqRetrieval, FaqSearchRequest, FaqSearchResponse
@@ -84,18 +82,9 @@ def faq_direct_answer(
         return top, "exact"
     if (
         top.score >= threshold
-        and codes(question) == codes(top.matched_question)
+        and codes_and_numbers(question) == codes_and_numbers(top.matched_question)
         # "星河X3 Pro 有多重？" is not "星河X3 和 X3 Pro 有什么区别？", however many names they share.
         and asks_quantity(question) == asks_quantity(top.matched_question)
     ):
         return top, "similarity"
     return None, ""
-
-
-_CODE = re.compile(r"[a-z0-9][a-z0-9.\-]*", re.I)
-
-
-def codes(text: str) -> frozenset[str]:
-    """Model names, numbers and Latin words: "星河X3 Pro" and "星河X3" are different products,
-    "满 3 年" and "满 10 年" different rules, however similar the rest of the question is."""
-    return frozenset(m.group(0).lower() for m in _CODE.finditer(unicodedata.normalize("NFKC", text)))

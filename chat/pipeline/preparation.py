@@ -22,7 +22,7 @@ from typing import Protocol
 from django.conf import settings
 
 from chat.contracts import ChatOptions, IntentResult
-from engines.lexical import content_terms, normalise
+from engines.lexical import content_terms, model_code_spans, normalise
 from engines.ports import ChatMessage, ChatModel, ProviderError
 
 from .rules import Rules
@@ -198,7 +198,6 @@ def _rewrite(question, history, rules, rewriter, degradations) -> tuple[str, str
 
 _LEADING_FILLER = re.compile(r"^(那么|那如果|如果是|那要是|要是|那再|再问一下|然后|还有|另外|那)[\s，,]*")
 _TRAILING_FILLER = re.compile(r"(的呢|呢|吗|啊|呀)?[\s?？。.!！~～]*$")
-_CODE = re.compile(r"[A-Za-z]+[A-Za-z0-9.\-]*\d[A-Za-z0-9.\-]*(?:\s?(?:pro|max|plus|mini|lite|ultra|se))?", re.I)
 
 
 # A follow-up that asks its own question (it names what and asks how much / what / where) …
@@ -234,8 +233,9 @@ class RuleFollowUpRewriter:
         core = core.strip(" ，,")
         if not core:
             return previous
-        if _CODE.fullmatch(core):
-            codes = _CODE.findall(previous)
+        if model_code_spans(core) == [core]:
+            # "那 X5 呢？" after a question about the X3 Pro: the same question about another model.
+            codes = model_code_spans(previous)
             if codes:
                 return previous.replace(codes[0], core, 1)
         sibling = self.sibling(previous, core)

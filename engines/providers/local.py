@@ -29,6 +29,8 @@ from engines.lexical import (
     asks_for,
     is_question_word,
     mention_share,
+    model_codes,
+    QUANTITY,
     segmenter,
     sentence_spans,
     simplified,
@@ -252,11 +254,7 @@ _QUESTION_SHAPES = {
     "color": re.compile(r"什么颜色|哪种颜色|颜色|什么色|colou?r", re.I),
 }
 _ANSWER_SHAPES = {
-    # A digit not inside a model name ("X3"), or a Chinese numeral with its unit.
-    "number": re.compile(
-        r"(?<![A-Za-z\d])\d"
-        r"|[一二两三四五六七八九十百千万亿]+\s*[个位名种类项条件次回场届年月日号天周岁分秒点只家所座部本层间台辆元%％]"
-    ),
+    "number": QUANTITY,
     "reason": re.compile(r"因为|由于|因此|所以|原因|导致|为了|因而|以致|因"),
     "place": re.compile(r"位于|坐落|座落|地处|地址|[省市县区镇乡村路街道巷楼层室]"),
     "money": re.compile(r"\d\s*(?:元|块|万|亿|美元|港元|欧元|日元)|[¥￥$€£]\s*\d|RMB|CNY|USD", re.I),
@@ -837,19 +835,6 @@ class ExtractiveChatModel:
 
 
 _FIGURE = re.compile(r"\d+(?:[.:：]\d+)?")
-
-
-# A model name: letters then digits, with the suffix that makes it another model ("X3 Pro").
-_MODEL = re.compile(
-    r"(?<![a-z0-9])([a-z]{1,4}-?\d{1,4}[a-z]?)(?:\s*(pro|max|plus|mini|lite|ultra|mesh|se|s))?(?![a-z0-9])"
-)
-
-
-@lru_cache(maxsize=1 << 14)
-def model_codes(text: str) -> frozenset[str]:
-    """Model names in `text`, folded and without spaces ("星河X3 Pro" → "x3pro")."""
-    folded = _normalise(text).lower()
-    return frozenset(m.group(1).replace("-", "") + (m.group(2) or "") for m in _MODEL.finditer(folded))
 
 
 def _about_other_models(text: str, asked: frozenset[str]) -> bool:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from engines.lexical import content_terms, coverage, normalise, similarity, term_weight
+from engines.lexical import (
+    codes_and_numbers,
+    content_terms,
+    coverage,
+    model_code_spans,
+    model_codes,
+    normalise,
+    similarity,
+    states_quantity,
+    term_weight,
+)
 
 
 def test_normalise_ignores_width_case_spaces_and_punctuation():
@@ -91,3 +101,34 @@ def test_a_pronoun_or_modal_glued_to_the_next_character_is_dropped():
     assert content_terms("我入职三年了，一年能休几天年假？") == ["入职", "三年", "一年", "休", "年假"]
     # a name jieba knows as a word keeps its first character
     assert content_terms("何晏是谁？") == ["何晏"]
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        ("星河X3 Pro 的保修期是多久？", {"x3pro"}),
+        ("星河ｘ３　ｐｒｏ和 X5", {"x3pro", "x5"}),  # full width folds like the index
+        ("星河X3和X3 Pro有什么区别", {"x3", "x3pro"}),
+        ("RTX4090 与 AX3000 路由器", {"rtx4090", "ax3000"}),
+        ("年假有几天？", set()),
+    ],
+)
+def test_model_codes_tell_a_model_from_its_pro_version(text, codes):
+    assert model_codes(text) == codes
+
+
+def test_model_code_spans_keep_the_written_form_in_order():
+    assert model_code_spans("先问星河X3 Pro，再问 X5") == ["X3 Pro", "X5"]
+
+
+@pytest.mark.parametrize(
+    ("text", "states"),
+    [("整机保修 3 年", True), ("保修三年", True), ("星河X3 的整机保修", False), ("密码至少十二位", True), ("见下表", False)],
+)
+def test_a_quantity_is_a_figure_or_a_numeral_with_its_unit_never_a_model_name(text, states):
+    assert states_quantity(text) is states
+
+
+def test_codes_and_numbers_separate_questions_that_differ_only_in_them():
+    assert codes_and_numbers("满 3 年有几天年假") != codes_and_numbers("满 10 年有几天年假")
+    assert codes_and_numbers("VPN 怎么连") == codes_and_numbers("vpn怎么连？")
