@@ -4,8 +4,8 @@ goes back up.
     engines  ←  knowledge  ←  retrieval  ←  chat  ←  evaluation
 
 `ragsite.errors`, `ragsite.openapi` (the error shape in the schema) and the abuse limits
-(`ragsite.throttles`, `ragsite.limits`, `ragsite.authentication`: Django and DRF only) are shared
-ground;
+(`ragsite.throttles`, `ragsite.limits`, `ragsite.authentication`: Django and DRF only) and the
+connection helpers (`ragsite.db`, Django only) are shared ground;
 `ragsite.api` (the API error shape, which knows retrieval's errors) serves the layers above
 retrieval; the rest of `ragsite` (urls, asgi, routing) wires everything together and is imported
 by no app.
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-GROUND = {"ragsite.errors", "ragsite.openapi", "ragsite.throttles", "ragsite.limits", "ragsite.authentication"}
+GROUND = {"ragsite.errors", "ragsite.openapi", "ragsite.throttles", "ragsite.limits", "ragsite.authentication",
+          "ragsite.db"}
 ABOVE_RETRIEVAL = {"chat", "evaluation"}
 ALLOWED = {
     "engines": set(),

@@ -32,6 +32,7 @@ from engines.providers import get_chat_model
 from knowledge.access import access_knowledge_base
 from knowledge.models import KnowledgeBase
 from knowledge.selectors import chunk_contents
+from ragsite.db import release_connection
 from ragsite.errors import DomainError
 from retrieval.contracts import RetrievalCancelled, RetrievalError, RetrievalRequest
 from retrieval.factory import build_faq_retrieval, build_retrieval_service
@@ -279,6 +280,9 @@ class RAGService:
             asset_ids={asset.id for item in selection.items if item.result for asset in item.result.assets},
             link_hosts=turn.kb.link_hosts,
         )
+        # Everything the answer needs is read: no connection is held while the model writes
+        # (seconds with a remote model); the evidence is stored on a fresh one afterwards.
+        release_connection()
         with turn.stage("llm_generation"):
             stream = model.stream(messages, max_tokens=rules.generation.max_tokens,
                                   temperature=rules.generation.temperature)
