@@ -39,6 +39,14 @@ class ConfidenceLevel(StrEnum):
     MEDIUM = "medium"
     LOW = "low"
 
+    @classmethod
+    def of(cls, score: float, *, high: float, medium: float) -> ConfidenceLevel:
+        if score >= high:
+            return cls.HIGH
+        if score >= medium:
+            return cls.MEDIUM
+        return cls.LOW
+
     @property
     def label(self) -> str:
         # A context of its own: "高" alone is also the image height field's label.
@@ -212,11 +220,7 @@ MEDIUM = 0.55
 
 
 def level_of(score: float) -> ConfidenceLevel:
-    if score >= HIGH:
-        return ConfidenceLevel.HIGH
-    if score >= MEDIUM:
-        return ConfidenceLevel.MEDIUM
-    return ConfidenceLevel.LOW
+    return ConfidenceLevel.of(score, high=HIGH, medium=MEDIUM)
 
 
 @dataclass(frozen=True)

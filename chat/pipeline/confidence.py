@@ -262,11 +262,7 @@ class ConfidenceRules:
         return 1.0 / (1.0 + math.exp(-z))
 
     def level(self, probability: float) -> ConfidenceLevel:
-        if probability >= self.high:
-            return ConfidenceLevel.HIGH
-        if probability >= self.medium:
-            return ConfidenceLevel.MEDIUM
-        return ConfidenceLevel.LOW
+        return ConfidenceLevel.of(probability, high=self.high, medium=self.medium)
 
 
 @dataclass(frozen=True)
