@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError as DjangoDatabaseError
 from django.utils.translation import gettext as _
-
+from psycopg_pool import PoolTimeout
 
 try:
     from redis.exceptions import RedisError
@@ -91,11 +91,12 @@ _TOO_MANY_CONNECTIONS_MESSAGES = re.compile(
 
 def is_saturation(exc: BaseException | None) -> bool:
     """Whether `exc`, or an error it was raised from (a domain error wrapping a database error,
-    say), says the database has no connection left."""
+    say), says the database has no connection left: PostgreSQL refused one, or this process's
+    pool had none free within its timeout."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if getattr(exc, "sqlstate", None) == TOO_MANY_CONNECTIONS:
+        if getattr(exc, "sqlstate", None) == TOO_MANY_CONNECTIONS or isinstance(exc, PoolTimeout):
             return True
         from_database = isinstance(exc, DjangoDatabaseError) or type(exc).__module__.startswith("psycopg")
         if from_database and _TOO_MANY_CONNECTIONS_MESSAGES.search(str(exc)):

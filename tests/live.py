@@ -18,9 +18,19 @@ def _fresh_connections() -> None:
     them before the fork), so only the open connections must not be shared.
     """
     from django.db import connections
+    from django.db.backends.postgresql.base import DatabaseWrapper
 
     for connection in connections.all(initialized_only=True):
         connection.connection = None
+    # The parent's connection pools too: their connections are the parent's sockets and their
+    # worker threads did not survive the fork (a pool would hand the child a socket the parent is
+    # using, or wait for a worker that never comes). Kept referenced, never closed: closing would
+    # end the parent's sessions.
+    _INHERITED_POOLS.extend(DatabaseWrapper._connection_pools.values())
+    DatabaseWrapper._connection_pools.clear()
+
+
+_INHERITED_POOLS: list = []
 
 
 def _fresh_thread_pools() -> None:
@@ -42,13 +52,15 @@ def _fresh_thread_pools() -> None:
     SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
 
 
-def _fresh_process(database_user: str | None = None) -> None:
+def _fresh_process(database_user: str | None = None, database_pool: bool = True) -> None:
+    from django.db import connections
+
     _fresh_connections()
     _fresh_thread_pools()
     if database_user is not None:
-        from django.db import connections
-
         connections["default"].settings_dict["USER"] = database_user
+    if not database_pool:
+        connections["default"].settings_dict.get("OPTIONS", {}).pop("pool", None)
 
 
 def session_cookie_for(user) -> dict[str, str]:
@@ -66,12 +78,15 @@ def session_cookie_for(user) -> dict[str, str]:
 
 
 @contextmanager
-def daphne_server(host: str = "127.0.0.1", *, database_user: str | None = None) -> Iterator[str]:
+def daphne_server(
+    host: str = "127.0.0.1", *, database_user: str | None = None, database_pool: bool = True
+) -> Iterator[str]:
     """Serve ragsite.asgi in a child process; yields the base URL. Needs committed test data.
 
     `database_user`: the server connects to the test database as this role instead (PostgreSQL;
-    a role with a CONNECTION LIMIT of its own lets a test use its connections up)."""
-    setup = partial(_fresh_process, database_user)
+    a role with a CONNECTION LIMIT of its own lets a test use its connections up).
+    `database_pool=False`: a connection per request, as with `DATABASE_POOL_MAX_SIZE=0`."""
+    setup = partial(_fresh_process, database_user, database_pool)
     process = DaphneProcess(host, partial(make_application, static_wrapper=None), setup=setup)
     process.start()
     try:

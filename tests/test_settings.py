@@ -25,12 +25,14 @@ print(json.dumps({
     "debug": settings.DEBUG,
     "provider": settings.RAG_PROVIDER,
     "embedding": [settings.RAG_EMBEDDING_MODEL, settings.RAG_EMBEDDING_DIMENSION],
+    "db_pool": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
 }))
 """
 
 
 def run_settings(module: str, env: dict[str, str], var_dir: Path) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "AWS_", "RAG_", "MILVUS_"))}
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_URL", "AWS_", "RAG_", "MILVUS_"))}
     return subprocess.run(
         [sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60,
         env={**clean, "DJANGO_SETTINGS_MODULE": module, "RAGSITE_VAR_DIR": str(var_dir), **env},
@@ -76,6 +78,7 @@ def test_production_scales_out_with_settings_only(tmp_path):
         "debug": False,
         "provider": "dashscope",
         "embedding": ["text-embedding-v4", 1024],
+        "db_pool": {"min_size": 2, "max_size": 16, "timeout": 10.0},
     }
 
 
@@ -168,3 +171,26 @@ def test_a_bad_fusion_setting_is_refused_at_start(tmp_path, variable, value, mes
     # then
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and message in result.stderr
+
+
+POSTGRES = {"DATABASE_URL": "postgres://ragsite@127.0.0.1:5432/ragsite"}
+
+
+def test_postgresql_connections_are_pooled_per_process_with_the_sizes_set(tmp_path):
+    # when: defaults, then sizes from the environment, then the pool turned off
+    defaults = run_settings("ragsite.settings.local", POSTGRES, tmp_path)
+    sized = run_settings("ragsite.settings.local", {**POSTGRES, "DATABASE_POOL_MAX_SIZE": "4",
+                                                    "DATABASE_POOL_MIN_SIZE": "9", "DATABASE_POOL_TIMEOUT": "2.5"},
+                         tmp_path)
+    off = run_settings("ragsite.settings.local", {**POSTGRES, "DATABASE_POOL_MAX_SIZE": "0",
+                                                  "DATABASE_CONN_MAX_AGE": "60"}, tmp_path)
+    # then
+    assert json.loads(defaults.stdout)["db_pool"] == {"min_size": 2, "max_size": 16, "timeout": 10.0}
+    assert json.loads(sized.stdout)["db_pool"] == {"min_size": 4, "max_size": 4, "timeout": 2.5}
+    assert json.loads(off.stdout)["db_pool"] is None
+
+
+def test_a_pool_with_persistent_connections_is_refused_at_start(tmp_path):
+    result = run_settings("ragsite.settings.local", {**POSTGRES, "DATABASE_CONN_MAX_AGE": "60"}, tmp_path)
+    assert result.returncode != 0
+    assert "DATABASE_CONN_MAX_AGE must be 0" in result.stderr

@@ -104,6 +104,20 @@ else:
     # ran PostgreSQL out of connections at 16 concurrent clients (make bench-load).
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # A pool per process bounds what one process holds however many requests and turns run at
+    # once (psycopg_pool through Django's backend; a closed connection goes back to the pool).
+    # A request that waits longer than the timeout for one is a 503 `server_busy`. 0 turns the
+    # pool off: a connection per request (or per thread with DATABASE_CONN_MAX_AGE).
+    DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=16)
+    if DATABASE_POOL_MAX_SIZE > 0:
+        if DATABASES["default"]["CONN_MAX_AGE"]:
+            raise ImproperlyConfigured("DATABASE_CONN_MAX_AGE must be 0 while the connection pool is on "
+                                       "(DATABASE_POOL_MAX_SIZE > 0): the pool keeps connections itself.")
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(env.int("DATABASE_POOL_MIN_SIZE", default=2), DATABASE_POOL_MAX_SIZE),
+            "max_size": DATABASE_POOL_MAX_SIZE,
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+        }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -3,7 +3,9 @@
 
 The live tests run a real daphne whose database role has a CONNECTION LIMIT of its own, and use
 that role's connections up from the test: PostgreSQL really refuses the server's connections
-(`FATAL: too many connections for role …`), without starving the shared server. For a refused
+(`FATAL: too many connections for role …`), without starving the shared server. The server runs
+with its connection pool off, so that each request connects (a pool's open connections would
+serve on; a pool with none free is tested in `tests/chat/pipeline/test_connections.py`). For a refused
 connect libpq reports no SQLSTATE (psycopg's `sqlstate` is None), only the server's message: the
 server-wide limit (`sorry, too many clients already`) and a database's limit are recognised by
 theirs, checked with psycopg against a listener that refuses the connection as PostgreSQL does
@@ -228,7 +230,7 @@ def test_out_of_connections_every_api_path_is_a_503_and_the_next_request_is_serv
     settings.DEBUG = debug
     token = Token.objects.create(user=staff_user).key
     callers = {"anonymous": {}, "token": {"Authorization": f"Token {token}"}}
-    with daphne_server(database_user=limited_role) as base_url, httpx.Client(base_url=base_url, timeout=60) as client:
+    with daphne_server(database_user=limited_role, database_pool=False) as base_url, httpx.Client(base_url=base_url, timeout=60) as client:
         with connections_used_up(limited_role):
             for name, headers in callers.items():
                 for method, path, body in api_calls(faults_kb.slug, signed_in=bool(headers)):
@@ -265,7 +267,7 @@ def test_out_of_connections_a_websocket_question_ends_with_an_error_event_and_th
     faults_kb, limited_role
 ):
     question = json.dumps({"type": "question", "knowledge_base_id": faults_kb.slug, "question": FAQ_QUESTION})
-    with daphne_server(database_user=limited_role) as base_url, \
+    with daphne_server(database_user=limited_role, database_pool=False) as base_url, \
             connect(ws_url(base_url), origin=base_url, proxy=None, open_timeout=30) as socket_:
         # given: an open socket, then the database out of connections
         with connections_used_up(limited_role):
