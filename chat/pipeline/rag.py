@@ -210,6 +210,10 @@ class RAGService:
             return
 
         yield Status("prepare", _("正在识别问题意图..."))
+        # The turn holds a connection only while it reads or writes: it gives it back before
+        # each stage that may wait on a model or an index (a follow-up rewrite, a remote query
+        # embedding, HyDE, the answer itself) and takes one again for the next query.
+        release_connection()
         with turn.stage("prepare"):
             prepared, degradations = prepare_retrieval(
                 question=turn.question, history=turn.history, options=turn.query.options, rules=rules,
@@ -236,6 +240,7 @@ class RAGService:
         turn.check_cancelled()
 
         yield Status("doc_search", _("正在匹配相关业务资料..."))
+        release_connection()
         with turn.stage("doc_search"):
             documents = retrieval.retrieve(_retrieval_request(turn.kb, prepared), cancel=turn.cancel)
         turn.record_search(cache=documents.trace.cache, degradations=documents.trace.degradations)
@@ -280,8 +285,7 @@ class RAGService:
             asset_ids={asset.id for item in selection.items if item.result for asset in item.result.assets},
             link_hosts=turn.kb.link_hosts,
         )
-        # Everything the answer needs is read: no connection is held while the model writes
-        # (seconds with a remote model); the evidence is stored on a fresh one afterwards.
+        # Everything the answer needs is read; the evidence is stored on a fresh connection.
         release_connection()
         with turn.stage("llm_generation"):
             stream = model.stream(messages, max_tokens=rules.generation.max_tokens,

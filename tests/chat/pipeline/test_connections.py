@@ -44,6 +44,7 @@ class SlowModel:
     def __init__(self, *, deltas: int = 3, delay: float = 0.4) -> None:
         self.deltas, self.delay = deltas, delay
         self.held: list[bool] = []
+        self.rewrites_held: list[bool] = []
         self._lock = threading.Lock()
 
     def stream(self, messages, *, max_tokens=1024, temperature=0.2) -> Iterator[str]:
@@ -51,10 +52,14 @@ class SlowModel:
             time.sleep(self.delay)
             with self._lock:
                 self.held.append(connection.connection is not None)
-            yield f"报销需在 30 天内提交[来源 1](citation://1)。" if number == 0 else "。"
+            yield "报销需在 30 天内提交[来源 1](citation://1)。" if number == 0 else "。"
 
     def complete(self, messages, *, max_tokens=1024, temperature=0.2) -> str:
-        return "".join(self.stream(messages))
+        """A follow-up rewrite: one short completion."""
+        time.sleep(self.delay)
+        with self._lock:
+            self.rewrites_held.append(connection.connection is not None)
+        return "报销审批需要多久？"
 
 
 @pytest.fixture
@@ -87,9 +92,9 @@ def backends() -> int:
         ).fetchone()[0]
 
 
-def answer(kb, model) -> Finished:
+def answer(kb, model, *, question: str = QUESTION, conversation_id=None) -> Finished:
     events = RAGService(chat_model=lambda: model).run(
-        query=ChatQuery(knowledge_base_id=kb.slug, question=QUESTION),
+        query=ChatQuery(knowledge_base_id=kb.slug, question=question, conversation_id=conversation_id),
         requester=Requester(AnonymousUser(), session_key="pool"),
     )
     try:
@@ -108,6 +113,18 @@ def test_a_turn_holds_no_connection_while_the_model_streams(handbook_kb):
     assert model.held == [False, False, False]
     assert finished.result.hit_type == HitType.RAG
     assert ChatEvidence.objects.filter(message_id=finished.result.assistant_message_id).exists()
+
+
+def test_a_follow_up_is_rewritten_by_the_model_without_a_connection_held(handbook_kb):
+    # given: a first question, then a follow-up the chat model rewrites
+    model = SlowModel(deltas=1, delay=0.05)
+    first = answer(handbook_kb, model)
+    # when
+    follow_up = answer(handbook_kb, model, question="那审批呢？", conversation_id=first.result.conversation_id)
+    # then: the rewrite ran, with no connection held while the model wrote it
+    assert follow_up.result.retrieval["rewritten_query"] == "报销审批需要多久？"
+    assert model.rewrites_held == [False]
+    assert not any(model.held)
 
 
 def test_more_streaming_turns_than_pooled_connections_all_finish(handbook_kb, small_pool):
