@@ -7,8 +7,9 @@ from django.db import connection
 
 def release_connection() -> None:
     """Give this thread's connection back (to the pool, or closed without one) before waiting on
-    something slow that needs no database, such as a model streaming an answer for seconds; the
+    something slow that needs no database, such as a model writing an answer for seconds; the
     next query takes a connection again. Inside a transaction the connection stays: closing it
-    would end the transaction."""
-    if not connection.in_atomic_block:
+    would end the transaction. SQLite's stays too: a file has no server whose connections run
+    out, and reopening it (0.19 ms with its pragmas, measured) would only slow every turn."""
+    if connection.vendor != "sqlite" and not connection.in_atomic_block:
         connection.close()
