@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ragsite.api import error_payload
+from ragsite.db import release_connection
 from ragsite.errors import DomainError
 from ragsite.limits import StreamSlot, acquire_stream_slot, too_many_streams_body
 from ragsite.throttles import CHAT_THROTTLES, throttle_wait, throttled_body
@@ -33,7 +34,18 @@ class Refused:
 
 def admit_question(*, caller, body: dict, session) -> Admitted | Refused:
     """`caller`: the request (Django's or DRF's), or a request-like view of a WebSocket scope
-    (`user`, `META`)."""
+    (`user`, `META`).
+
+    The database connection that reading the caller took (token, session) is given back before
+    this returns: a streaming transport's request lasts as long as its answer, and would hold it
+    all that time while the turn's own stages wait for one."""
+    try:
+        return _admit(caller=caller, body=body, session=session)
+    finally:
+        release_connection()
+
+
+def _admit(*, caller, body: dict, session) -> Admitted | Refused:
     wait = throttle_wait(caller, CHAT_THROTTLES)
     if wait is not None:
         return Refused(429, throttled_body(wait))

@@ -80,7 +80,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         trace_id = ""
         try:
             while True:
-                outcome = await runner.next()
+                outcome = await runner.next_coalesced()
                 if outcome.kind == "done":
                     return
                 if outcome.kind == "error":

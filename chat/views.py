@@ -162,7 +162,7 @@ async def _ui_message_stream(runner: TurnRunner, preface, slot):
         yield sse.text_start()
         text_open = True
         while True:
-            outcome = await runner.next()
+            outcome = await runner.next_coalesced()
             if outcome.kind == "done":
                 return
             if outcome.kind == "error":

@@ -2,12 +2,14 @@
 
 Adapters live in `engines/providers/` (models) and `engines/milvus_store.py` (vectors); which
 ones run is chosen in settings (`RAG_PROVIDER`, `MILVUS_URI`). Ports are synchronous: the
-retrieval service runs independent calls concurrently on a bounded thread pool.
+retrieval service runs independent calls concurrently on a bounded thread pool. One is not: a
+remote chat model's answer can also stream on the event loop (`AsyncChatStream`), where a
+waiting answer costs no thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -139,6 +141,19 @@ class ChatModel(Protocol):
     def complete(
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
     ) -> str: ...
+
+
+@runtime_checkable
+class AsyncChatStream(Protocol):
+    """A chat model whose answer streams without a thread: a remote model, whose seconds of
+    generation are spent waiting on the network. (The local extractive model computes its answer
+    and has no such method: it runs in a worker thread like the other CPU-bound stages.)"""
+
+    def astream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
+    ) -> AsyncIterator[str]:
+        """`stream`'s deltas, on the running event loop. Closing the iterator (`aclose`), or
+        cancelling the task iterating it, cancels the underlying call."""
 
 
 @runtime_checkable

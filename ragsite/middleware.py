@@ -1,5 +1,6 @@
-"""Site-wide guards: a NUL character in the URL is refused before any view sees it, and a view
-that found the server too busy answers 503.
+"""Site-wide guards: a NUL character in the URL is refused before any view sees it, a view
+that found the server too busy answers 503, and a streaming response gives its request's
+database connection back before its body streams.
 
 PostgreSQL text cannot hold a NUL: `/api/knowledge-bases/a%00b/` or `?knowledge_base_id=a%00b`
 reached a query and failed there (a 500 on PostgreSQL, a plain miss on SQLite). Bodies are the
@@ -15,7 +16,21 @@ from django.utils.deprecation import MiddlewareMixin
 from django.utils.translation import gettext as _
 from rest_framework import exceptions
 
+from .db import release_connection
 from .views import busy_response
+
+
+class ReleaseConnectionMiddleware(MiddlewareMixin):
+    """Outermost: once the other middleware is done with a streaming response (the session
+    saved, say), the connection the request took goes back to the pool. Django would close it
+    only when the response ends, which for an answer streaming from a model is seconds later,
+    and the turn's own stages would wait for the pool meanwhile. The body needs none of it: it
+    reads and writes through the turn's own workers."""
+
+    def process_response(self, request, response):
+        if response.streaming:
+            release_connection()
+        return response
 
 
 def nul_refusal(request) -> JsonResponse | None:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from ragsite.executors import RETRIEVAL, pool
+
 from engines.ports import (
     ChatMessage,
     ChatModel,
@@ -68,20 +70,9 @@ from .small2big import DEFAULT_BUDGET_TOKENS, expand, neighbour_positions
 
 EpochReader = Callable[[int], tuple[int, bool]]
 
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-
-
 def channel_pool() -> ThreadPoolExecutor:
     """A bounded pool shared by all requests: concurrency per request, a ceiling per process."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max_workers=int(getattr(settings, "RAG_RETRIEVAL_THREADS", 8)),
-                thread_name_prefix="retrieval",
-            )
-        return _pool
+    return pool(RETRIEVAL)
 
 
 HYDE_PROMPT = (

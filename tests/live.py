@@ -34,21 +34,17 @@ _INHERITED_POOLS: list = []
 
 
 def _fresh_thread_pools() -> None:
-    """In the forked server: forget the parent's process-wide thread pools.
+    """In the forked server: forget asgiref's thread pool, as `ragsite.executors` forgets the
+    product's own at a fork.
 
     Threads do not survive a fork, but a pool object does, with its bookkeeping of workers that
     only exist in the parent: work submitted to it in the child would wait forever (a server
-    started after a test used retrieval or a turn in-process would hang on every question).
+    started after a test used a sync view in-process would hang on every request).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from asgiref.sync import SyncToAsync
 
-    import chat.streaming
-    import retrieval.service
-
-    chat.streaming._pool = None
-    retrieval.service._pool = None
     SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
 
 

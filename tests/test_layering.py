@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUND = {"ragsite.errors", "ragsite.openapi", "ragsite.throttles", "ragsite.limits", "ragsite.authentication",
-          "ragsite.db"}
+          "ragsite.db", "ragsite.executors"}
 ABOVE_RETRIEVAL = {"chat", "evaluation"}
 ALLOWED = {
     "engines": set(),

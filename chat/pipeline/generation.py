@@ -32,7 +32,7 @@ longer than `_MAX_HOLD` characters is released, and then as text that cannot bec
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 from knowledge.links import allowed_href
 
@@ -370,6 +370,23 @@ def filtered_stream(deltas: Iterator[str], answer_filter: AnswerFilter) -> Itera
     delivered first, as text: the reader keeps everything the model said before the break."""
     try:
         for delta in deltas:
+            piece = answer_filter.feed(delta)
+            if piece:
+                yield piece
+    except Exception:
+        tail = answer_filter.flush()
+        if tail:
+            yield tail
+        raise
+    tail = answer_filter.flush()
+    if tail:
+        yield tail
+
+
+async def afiltered_stream(deltas: AsyncIterator[str], answer_filter: AnswerFilter) -> AsyncIterator[str]:
+    """`filtered_stream` for a model streaming on the event loop."""
+    try:
+        async for delta in deltas:
             piece = answer_filter.feed(delta)
             if piece:
                 yield piece

@@ -20,14 +20,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
-from engines.ports import ChatMessage, ChatModel, ProviderError
+from engines.ports import AsyncChatStream, ChatMessage, ChatModel, ProviderError
 from engines.providers import get_chat_model
 from knowledge.access import access_knowledge_base
 from knowledge.models import KnowledgeBase
@@ -46,6 +47,7 @@ from ..contracts import (
     ChatError,
     ChatQuery,
     Citation,
+    EvidenceConfidence,
     GenerationFailed,
     HitType,
     IntentResult,
@@ -74,7 +76,7 @@ from .context import (
 )
 from .events import Delta, Event, Evidence, Finished, Started, Status
 from .faq import search_faq
-from .generation import AnswerFilter, filtered_stream, is_declined
+from .generation import AnswerFilter, afiltered_stream, filtered_stream, is_declined
 from .preparation import (
     FollowUpRewriter,
     ModelFollowUpRewriter,
@@ -111,7 +113,35 @@ class RAGService:
     def run(
         self, *, query: ChatQuery, requester: Requester, cancel: threading.Event | None = None
     ) -> Iterator[Event]:
-        # Stage 0: validate and check access before anything is stored.
+        """The whole turn in the calling thread. An event-loop caller runs the same phases with
+        the model's answer streamed on the loop instead (`chat.streaming.TurnRunner`)."""
+        turn = self.open(query=query, requester=requester, cancel=cancel)
+        try:
+            pending = yield from self.prepare(turn)
+            if pending is not None:
+                yield from self.stream(pending)
+                yield from self.conclude(pending)
+        except BaseException as exc:
+            raise self.failure(turn, exc)
+
+    def answer(self, *, query: ChatQuery, requester: Requester) -> TurnResult:
+        """The same turn, consumed to the end (the JSON API)."""
+        result = None
+        for event in self.run(query=query, requester=requester):
+            if isinstance(event, Finished):
+                result = event.result
+        assert result is not None
+        return result
+
+    # --- phases -----------------------------------------------------------------------------
+    # A turn is open → prepare → (stream → conclude) with `failure` for whatever goes wrong
+    # after `open`. `prepare` and `conclude` read and write the database and compute; `stream`
+    # and `astream` only wait on the model, which is why an event-loop caller can take them out
+    # of its worker threads.
+
+    def open(self, *, query: ChatQuery, requester: Requester, cancel: threading.Event | None = None) -> TurnState:
+        """Stage 0: validate and check access, then store the question. Refusals raise before
+        anything is stored."""
         received = time.perf_counter()
         question = normalise_question(query.question)
         if not question:
@@ -139,60 +169,99 @@ class RAGService:
             # e.g. SQLite's lock wait running out under load: nothing was stored, say so plainly.
             logger.error("could not store the question: %s", exc)
             raise ChatError(_("暂时无法保存问题，请稍后重试。"), code="storage_unavailable", http_status=503) from exc
-        turn = TurnState(
+        return TurnState(
             query=query, requester=requester, kb=kb, question=question, conversation=conversation,
             user_message_id=user_message.pk, history=history, cancel=cancel or threading.Event(),
             started=received, kb_version=kb.active_version.number if kb.active_version_id else None,
+            rules=rules,
         )
+
+    def prepare(self, turn: TurnState) -> Generator[Event, None, PendingAnswer | None]:
+        """Stages 1–5 up to the evidence: the answer that needs no model (direct, FAQ,
+        insufficient context) is finished here (None); otherwise what the model is to answer."""
         yield Started(
-            trace_id=turn.trace_id, conversation_id=conversation.pk, user_message_id=user_message.pk,
-            kb_id=kb.slug, kb_name=kb.name, kb_version=turn.kb_version, data_scope=turn.data_scope,
+            trace_id=turn.trace_id, conversation_id=turn.conversation.pk, user_message_id=turn.user_message_id,
+            kb_id=turn.kb.slug, kb_name=turn.kb.name, kb_version=turn.kb_version, data_scope=turn.data_scope,
         )
-        try:
-            # Built inside the turn: a knowledge base the deployment cannot serve is a traced failure.
-            retrieval = self._retrieval(kb)
-            faqs = self._faqs(kb)
-            yield from self._stages(turn, rules=rules, retrieval=retrieval, faqs=faqs)
-        except GeneratorExit:
+        # Built inside the turn: a knowledge base the deployment cannot serve is a traced failure.
+        retrieval = self._retrieval(turn.kb)
+        faqs = self._faqs(turn.kb)
+        return (yield from self._stages(turn, rules=turn.rules, retrieval=retrieval, faqs=faqs))
+
+    def stream(self, pending: PendingAnswer) -> Iterator[Event]:
+        """Stage 6, the model's answer read in this thread."""
+        turn = pending.turn
+        with turn.stage("llm_generation"):
+            deltas = pending.model.stream(pending.messages, max_tokens=pending.max_tokens,
+                                          temperature=pending.temperature)
+            try:
+                for piece in filtered_stream(deltas, pending.answer_filter):
+                    yield self._delivered(turn, piece)
+            finally:
+                close = getattr(deltas, "close", None)
+                if close is not None:
+                    close()
+
+    async def astream(self, pending: PendingAnswer) -> AsyncIterator[Event]:
+        """Stage 6 on the event loop, for a model that streams there (`AsyncChatStream`): the
+        same filter and bookkeeping as `stream`, no thread held while the model writes."""
+        turn = pending.turn
+        model = pending.model
+        assert isinstance(model, AsyncChatStream)
+        with turn.stage("llm_generation"):
+            deltas = model.astream(pending.messages, max_tokens=pending.max_tokens,
+                                   temperature=pending.temperature)
+            pieces = afiltered_stream(deltas, pending.answer_filter)
+            try:
+                async for piece in pieces:
+                    yield self._delivered(turn, piece)
+            finally:
+                await pieces.aclose()
+                await deltas.aclose()
+
+    @staticmethod
+    def _delivered(turn: TurnState, piece: str) -> Delta:
+        turn.check_cancelled()
+        turn.mark_first_token()
+        turn.delivered.append(piece)
+        return Delta(piece)
+
+    def failure(self, turn: TurnState, exc: BaseException) -> BaseException:
+        """Store the turn that `exc` ended (cancelled or failed) unless its answer is already
+        stored; the exception its caller raises in its place."""
+        if isinstance(exc, GeneratorExit):
             # Gone after the answer was stored (before reading the end of the stream): the
             # turn is complete as it is; there is no failure to record.
             if not turn.stored:
                 self._store_failure(turn, code="client_disconnected", error=None, cancelled=True)
-            raise
-        except (TurnCancelled, RetrievalCancelled):
+            return exc
+        if isinstance(exc, (TurnCancelled, RetrievalCancelled)):
             if not turn.stored:
                 self._store_failure(turn, code="client_disconnected", error=None, cancelled=True)
-            raise TurnCancelled("the client went away") from None
-        except (RetrievalError, DomainError) as exc:
+            return _replacing(TurnCancelled("the client went away"), None)
+        if isinstance(exc, (RetrievalError, DomainError)):
             self._store_failure(turn, code=exc.code, error=exc, cancelled=False)
-            raise
-        except ProviderError as exc:
+            return exc
+        if isinstance(exc, ProviderError):
             self._store_failure(turn, code=exc.code, error=exc, cancelled=False)
-            raise GenerationFailed(_(GENERATION_FAILED)) from exc
-        except DatabaseError as exc:
+            return _replacing(GenerationFailed(_(GENERATION_FAILED)), exc)
+        if isinstance(exc, DatabaseError):
             # e.g. the connection dropped while the answer and its evidence were committed: the
             # transaction rolled back whole; the failure is stored on a new connection.
             logger.error("turn %s: database error: %s", turn.trace_id, exc)
             self._store_failure(turn, code="storage_unavailable", error=exc, cancelled=False)
-            raise ChatError(_("数据库暂时不可用，回答未能保存，请稍后重试。"), code="storage_unavailable",
-                            http_status=503) from exc
-        except Exception as exc:
-            logger.exception("turn %s failed", turn.trace_id)
+            return _replacing(ChatError(_("数据库暂时不可用，回答未能保存，请稍后重试。"),
+                                        code="storage_unavailable", http_status=503), exc)
+        if isinstance(exc, Exception):
+            logger.error("turn %s failed", turn.trace_id, exc_info=exc)
             self._store_failure(turn, code="internal_error", error=exc, cancelled=False)
-            raise GenerationFailed(_(GENERATION_FAILED)) from exc
-
-    def answer(self, *, query: ChatQuery, requester: Requester) -> TurnResult:
-        """The same turn, consumed to the end (the JSON API)."""
-        result = None
-        for event in self.run(query=query, requester=requester):
-            if isinstance(event, Finished):
-                result = event.result
-        assert result is not None
-        return result
+            return _replacing(GenerationFailed(_(GENERATION_FAILED)), exc)
+        return exc
 
     # --- stages 1–7 -------------------------------------------------------------------------
 
-    def _stages(self, turn: TurnState, *, rules: Rules, retrieval: RetrievalService, faqs: FaqRetrieval):
+    def _stages(self, turn: TurnState, *, rules: Rules, retrieval: RetrievalService,
+                faqs: FaqRetrieval) -> Generator[Event, None, PendingAnswer | None]:
         yield Status("route", _("正在进行查询路由..."))
         with turn.stage("route"):
             route = decide_route(question=turn.question, kb=turn.kb, rules=rules, faqs=faqs, cancel=turn.cancel)
@@ -202,12 +271,12 @@ class RAGService:
         if route.route == Route.DIRECT_ANSWER:
             yield from self._single_answer(turn, hit_type=HitType.DIRECT_ANSWER, answer=route.answer,
                                            intent=route.intent, citations=(), top_score=0.0)
-            return
+            return None
         if route.route == Route.FAQ_EXACT:
             yield from self._single_answer(turn, hit_type=HitType.FAQ_EXACT, answer=route.answer,
                                            intent=route.intent, citations=(faq_citation(route.faq_hit),),
                                            top_score=1.0, faq_ids=(route.faq_hit.faq_id,))
-            return
+            return None
 
         yield Status("prepare", _("正在识别问题意图..."))
         # The turn holds a connection only while it reads or writes: it gives it back before
@@ -236,7 +305,7 @@ class RAGService:
             yield from self._single_answer(turn, hit_type=hit_type, answer=hit.answer, intent=prepared.intent,
                                            citations=(faq_citation(hit),), top_score=hit.score,
                                            faq_ids=(hit.faq_id,))
-            return
+            return None
         turn.check_cancelled()
 
         yield Status("doc_search", _("正在匹配相关业务资料..."))
@@ -259,14 +328,15 @@ class RAGService:
             yield from self._single_answer(turn, hit_type=HitType.INSUFFICIENT_CONTEXT,
                                            answer=insufficient_answer(turn.kb), intent=prepared.intent,
                                            citations=(), top_score=selection.top_score)
-            return
+            return None
         model = self._model()
         turn.model_name = model.name
-        yield from self._generate(turn, prepared=prepared, selection=selection, citations=citations,
-                                  model=model, rules=rules)
+        return (yield from self._begin_generation(turn, prepared=prepared, selection=selection,
+                                                  citations=citations, model=model, rules=rules))
 
-    def _generate(self, turn: TurnState, *, prepared: Preparation, selection: ContextSelection,
-                  citations: tuple[Citation, ...], model: ChatModel, rules: Rules):
+    def _begin_generation(self, turn: TurnState, *, prepared: Preparation, selection: ContextSelection,
+                          citations: tuple[Citation, ...], model: ChatModel,
+                          rules: Rules) -> Generator[Event, None, PendingAnswer]:
         evidence_confidence = calculate_evidence_confidence(
             hit_type=HitType.RAG, retrieval_top_score=selection.top_score, context_count=len(selection.items),
             source_count=len(selection.sources), intent_rule_score=prepared.intent.rule_score,
@@ -287,19 +357,17 @@ class RAGService:
         )
         # Everything the answer needs is read; the evidence is stored on a fresh connection.
         release_connection()
-        with turn.stage("llm_generation"):
-            stream = model.stream(messages, max_tokens=rules.generation.max_tokens,
-                                  temperature=rules.generation.temperature)
-            try:
-                for piece in filtered_stream(stream, answer_filter):
-                    turn.check_cancelled()
-                    turn.mark_first_token()
-                    turn.delivered.append(piece)
-                    yield Delta(piece)
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
+        return PendingAnswer(
+            turn=turn, model=model, messages=tuple(messages), max_tokens=rules.generation.max_tokens,
+            temperature=rules.generation.temperature, answer_filter=answer_filter, prepared=prepared,
+            selection=selection, citations=citations, evidence_confidence=evidence_confidence,
+        )
+
+    def conclude(self, pending: PendingAnswer) -> Iterator[Event]:
+        """After the model's answer: the tails it needs, support and verification, confidence,
+        then the answer stored with its evidence (stages 6–7)."""
+        turn, prepared, selection = pending.turn, pending.prepared, pending.selection
+        citations, answer_filter, rules = pending.citations, pending.answer_filter, turn.rules
         answer = "".join(turn.delivered)
         declined = is_declined(answer)
         if declined:
@@ -338,10 +406,10 @@ class RAGService:
                 for item in selection.items
             ],
         )
-        confidence = combine_answer_confidence(evidence_confidence, verification, features=features,
+        confidence = combine_answer_confidence(pending.evidence_confidence, verification, features=features,
                                                rules=rules.confidence)
         turn.generation = GenerationReport(
-            model=model.name,
+            model=pending.model.name,
             removed_citations=tuple(answer_filter.removed_citations),
             blocked_images=answer_filter.blocked_images,
             links_shown_as_text=answer_filter.shown_links,
@@ -453,6 +521,30 @@ class RAGService:
         except ImproperlyConfigured:
             return RuleFollowUpRewriter(rules)
         return ModelFollowUpRewriter(model) if model.generative else RuleFollowUpRewriter(rules)
+
+
+@dataclass(frozen=True)
+class PendingAnswer:
+    """A turn whose evidence is out and whose model is about to answer: everything stage 6 and
+    `conclude` need, read before the connection was given back."""
+
+    turn: TurnState
+    model: ChatModel
+    messages: tuple[ChatMessage, ...]
+    max_tokens: int
+    temperature: float
+    answer_filter: AnswerFilter
+    prepared: Preparation
+    selection: ContextSelection
+    citations: tuple[Citation, ...]
+    evidence_confidence: EvidenceConfidence
+
+
+def _replacing(error: BaseException, cause: BaseException | None) -> BaseException:
+    """`error` as `raise error from cause` would raise it (`from None` for no cause)."""
+    error.__cause__ = cause
+    error.__suppress_context__ = True
+    return error
 
 
 def _filtered(text: str, answer_filter: AnswerFilter) -> str:

@@ -28,6 +28,7 @@ from .context import ContextSelection
 from .faq import FaqStage
 from .preparation import HistoryTurn, Preparation
 from .routing import RouteDecision
+from .rules import Rules
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class TurnState:
     history: tuple[HistoryTurn, ...]
     cancel: threading.Event
     started: float  # perf_counter when the turn was received
+    rules: Rules
     trace_id: uuid.UUID = field(default_factory=uuid.uuid4)
     kb_version: int | None = None
 

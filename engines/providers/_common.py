@@ -7,6 +7,7 @@ the rules of the other.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -15,7 +16,7 @@ import random
 import re
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar
 
@@ -82,6 +83,27 @@ def call_with_retries(attempt: Callable[[], T], policy: RetryPolicy, *, what: st
                 pause,
             )
             time.sleep(pause)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def acall_with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, *, what: str) -> T:
+    """`call_with_retries` on the event loop: the pauses are `asyncio.sleep`, no thread waits."""
+    for retry_number in range(policy.max_retries + 1):
+        try:
+            return await attempt()
+        except RetryableError as exc:
+            if retry_number >= policy.max_retries:
+                raise exc.error from None
+            pause = policy.delay(retry_number)
+            logger.info(
+                "%s: %s, retry %d of %d in %.2fs",
+                what,
+                exc.error.code,
+                retry_number + 1,
+                policy.max_retries,
+                pause,
+            )
+            await asyncio.sleep(pause)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -188,6 +210,24 @@ def relay_deltas(
         raise exc.error from None
     finally:
         close()
+
+
+async def arelay_deltas(
+    parts: AsyncIterator[tuple[str, bool]], *, close: Callable[[], Awaitable[None]], provider: str
+) -> AsyncIterator[str]:
+    """`relay_deltas` for a stream read on the event loop: the same rules, `close` awaited."""
+    try:
+        finished = False
+        async for delta, done in parts:
+            finished = finished or done
+            if delta:
+                yield delta
+        if not finished:
+            raise ProviderBadResponse(f"{provider} chat: stream ended before the answer did")
+    except RetryableError as exc:
+        raise exc.error from None
+    finally:
+        await close()
 
 
 # --- embeddings ---------------------------------------------------------------------------------

@@ -9,17 +9,22 @@ most 10 texts per call and 8,192 tokens per text (v1/v2: 25 and 2,048); qwen3-re
 most 500 documents, 4,000 tokens per query or document and 120,000 tokens per request counted
 as query_tokens × documents + document_tokens (gte-rerank-v2: 30,000). Tokens are counted with
 the Qwen tokenizer the SDK ships (`engines.tokens`).
+
+A chat answer also streams on the event loop (`astream`, the SDK's `AioGeneration`, aiohttp):
+the same request, retries and checks, with aiohttp's failures mapped like `requests`' ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import aiohttp
 import requests
 import urllib3.exceptions
-from dashscope import Generation, MultiModalConversation, TextEmbedding, TextReRank
+from dashscope import AioGeneration, Generation, MultiModalConversation, TextEmbedding, TextReRank
 from dashscope.common.error import DashScopeException
 
 from engines.ports import (
@@ -34,6 +39,8 @@ from engines.providers._common import (
     RemoteAdapter,
     RerankLimits,
     RetryableError,
+    acall_with_retries,
+    arelay_deltas,
     batches,
     call_with_retries,
     caption_prompt,
@@ -148,6 +155,26 @@ class _Connection:
                 raise ProviderTimeout(f"{PROVIDER} {what}: no data within {self.timeout}s") from exc
             raise ProviderUnavailable(f"{PROVIDER} {what}: connection failed") from exc
         except requests.exceptions.RequestException as exc:
+            raise ProviderUnavailable(
+                f"{PROVIDER} {what}: transport error ({type(exc).__name__})"
+            ) from exc
+        except (TypeError, KeyError, AttributeError, ValueError):
+            raise ProviderBadResponse(f"{PROVIDER} {what}: malformed response") from None
+        except DashScopeException as exc:
+            raise ProviderUnavailable(
+                f"{PROVIDER} {what}: SDK refused the request ({type(exc).__name__})"
+            ) from None
+
+    @contextmanager
+    def aio_transport_errors(self, what: str) -> Iterator[None]:
+        """`transport_errors` for the SDK's aiohttp transport (`astream`)."""
+        try:
+            yield
+        except asyncio.TimeoutError as exc:  # aiohttp's read timeouts are TimeoutErrors too
+            raise ProviderTimeout(f"{PROVIDER} {what}: no data within {self.timeout}s") from exc
+        except aiohttp.ContentTypeError:
+            raise ProviderBadResponse(f"{PROVIDER} {what}: malformed response") from None
+        except aiohttp.ClientError as exc:
             raise ProviderUnavailable(
                 f"{PROVIDER} {what}: transport error ({type(exc).__name__})"
             ) from exc
@@ -404,6 +431,65 @@ class DashScopeChatModel(_Adapter):
             yield delta, reason not in (None, "", "null")
             with connection.transport_errors("chat"):
                 response = next(responses, _END)
+
+    async def astream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
+    ) -> AsyncIterator[str]:
+        prepared = message_dicts(messages)
+        first, responses = await acall_with_retries(
+            lambda: self._aopen(prepared, max_tokens=max_tokens, temperature=temperature),
+            self._connection.retry,
+            what=f"{PROVIDER} chat",
+        )
+        relay = arelay_deltas(
+            self._aparts(first, responses), close=responses.aclose, provider=PROVIDER
+        )
+        try:
+            async for delta in relay:
+                yield delta
+        finally:
+            await relay.aclose()
+
+    async def _aparts(self, first: Any, responses: Any) -> AsyncIterator[tuple[str, bool]]:
+        connection = self._connection
+        response = first
+        while response is not _END:
+            connection.check(response, what="chat")
+            delta = _stream_delta(response)
+            reason = _dig(response, "output", "choices", 0, "finish_reason")
+            yield delta, reason not in (None, "", "null")
+            with connection.aio_transport_errors("chat"):
+                response = await anext(responses, _END)
+
+    async def _aopen(
+        self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float
+    ) -> tuple[Any, Any]:
+        connection = self._connection
+        with connection.aio_transport_errors("chat"):
+            responses = await AioGeneration.call(
+                **connection.sdk_args(),
+                model=self.model,
+                messages=messages,
+                result_format="message",
+                stream=True,
+                incremental_output=True,
+                max_tokens=max_tokens,
+                temperature=temperature,
+            )
+            try:
+                first = await anext(responses, _END)  # sends the request
+            except BaseException:
+                await responses.aclose()
+                raise
+        if first is _END:
+            await responses.aclose()
+            raise ProviderBadResponse(f"{PROVIDER} chat: empty stream")
+        try:
+            connection.check(first, what="chat")
+        except BaseException:
+            await responses.aclose()
+            raise
+        return first, responses
 
     def _open(
         self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float

@@ -11,7 +11,10 @@ families they are an approximation, so keep the limits below with some headroom.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import asyncio
+import threading
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -29,6 +32,8 @@ from engines.providers._common import (
     RemoteAdapter,
     RerankLimits,
     RetryableError,
+    acall_with_retries,
+    arelay_deltas,
     batches,
     call_with_retries,
     caption_prompt,
@@ -65,12 +70,27 @@ class _Connection:
         self.timeout = timeout
         self.retry = settings.retry
         # Servers without authentication still need some bearer value for the SDK.
-        self.client = openai.OpenAI(
-            api_key=settings.api_key or "EMPTY",
-            base_url=settings.base_url.rstrip("/"),
-            timeout=timeout,
-            max_retries=0,
+        self._client_options = {
+            "api_key": settings.api_key or "EMPTY",
+            "base_url": settings.base_url.rstrip("/"),
+            "timeout": timeout,
+            "max_retries": 0,
+        }
+        self.client = openai.OpenAI(**self._client_options)
+        # An async client's connections belong to the event loop that opened them: one client
+        # per loop (a server has one; tests start several), dropped with its loop.
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
         )
+        self._async_lock = threading.Lock()
+
+    def async_client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        with self._async_lock:
+            client = self._async_clients.get(loop)
+            if client is None:
+                client = self._async_clients[loop] = openai.AsyncOpenAI(**self._client_options)
+            return client
 
     def __repr__(self) -> str:  # never show the key
         return f"<openai-compatible connection {self.client.base_url} timeout={self.timeout}>"
@@ -81,6 +101,13 @@ class _Connection:
                 return request()
 
         return call_with_retries(attempt, self.retry, what=f"{PROVIDER} {what}")
+
+    async def acall(self, request: Callable[[], Awaitable[T]], *, what: str) -> T:
+        async def attempt() -> T:
+            with self.errors(what):
+                return await request()
+
+        return await acall_with_retries(attempt, self.retry, what=f"{PROVIDER} {what}")
 
     @contextmanager
     def errors(self, what: str) -> Iterator[None]:
@@ -285,7 +312,7 @@ class OpenAIRewriter(_Adapter):
 class OpenAIChatModel(_Adapter):
     """Streaming chat.completions; deltas are yielded as they arrive. Nothing is sent before the
     first `next()`; closing the iterator closes the HTTP response. Only opening the stream is
-    retried."""
+    retried. `astream` is the same call through the SDK's async client, on the event loop."""
 
     generative = True
     default_timeout = 60.0
@@ -335,15 +362,54 @@ class OpenAIChatModel(_Adapter):
                 chunk = next(chunks, None)
             if chunk is None:
                 return
-            choices = _get(chunk, "choices")
-            if not isinstance(choices, list):
-                raise ProviderBadResponse(f"{PROVIDER} chat: chunk without choices")
-            if not choices:  # e.g. a final usage-only chunk
-                continue
-            delta = _get(choices, 0, "delta", "content")
-            if delta is not None and not isinstance(delta, str):
-                raise ProviderBadResponse(f"{PROVIDER} chat: chunk content is not text")
-            yield delta or "", bool(_get(choices, 0, "finish_reason"))
+            part = _chunk_part(chunk)
+            if part is not None:
+                yield part
+
+    async def astream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
+    ) -> AsyncIterator[str]:
+        client = self._connection.async_client()
+        stream = await self._connection.acall(
+            lambda: client.chat.completions.create(
+                model=self.model,
+                messages=message_dicts(messages),
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stream=True,
+            ),
+            what="chat",
+        )
+        relay = arelay_deltas(self._aparts(stream), close=stream.close, provider=PROVIDER)
+        try:
+            async for delta in relay:
+                yield delta
+        finally:
+            await relay.aclose()
+
+    async def _aparts(self, stream: Any) -> AsyncIterator[tuple[str, bool]]:
+        chunks = stream.__aiter__()
+        while True:
+            with self._connection.errors("chat"):
+                chunk = await anext(chunks, None)
+            if chunk is None:
+                return
+            part = _chunk_part(chunk)
+            if part is not None:
+                yield part
+
+
+def _chunk_part(chunk: Any) -> tuple[str, bool] | None:
+    """A stream chunk's (delta, finished); None for a chunk without choices (final usage)."""
+    choices = _get(chunk, "choices")
+    if not isinstance(choices, list):
+        raise ProviderBadResponse(f"{PROVIDER} chat: chunk without choices")
+    if not choices:
+        return None
+    delta = _get(choices, 0, "delta", "content")
+    if delta is not None and not isinstance(delta, str):
+        raise ProviderBadResponse(f"{PROVIDER} chat: chunk content is not text")
+    return delta or "", bool(_get(choices, 0, "finish_reason"))
 
 
 # --- captions -----------------------------------------------------------------------------------

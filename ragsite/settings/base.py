@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A streaming answer gives its request's database connection back (ragsite/middleware.py).
+    "ragsite.middleware.ReleaseConnectionMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -349,9 +351,11 @@ RAG_RETRIEVAL_THREADS = env.int("RAG_RETRIEVAL_THREADS", default=8)
 RAG_CACHE_EMBEDDING_TTL_SECONDS = env.int("RAG_CACHE_EMBEDDING_TTL_SECONDS", default=24 * 3600)
 RAG_CACHE_CANDIDATES_TTL_SECONDS = env.int("RAG_CACHE_CANDIDATES_TTL_SECONDS", default=600)
 
-# Answering: threads that run chat turns (each streaming answer holds one while it runs) and
-# the rules file for routing, FAQ thresholds and context budgets.
+# Answering: threads that run the computing stages of chat turns (a remote model's answer
+# streams on the event loop without one), how long a new turn waits for a free one before it is
+# refused with 503 server_busy, and the rules file for routing, FAQ thresholds and context budgets.
 RAG_CHAT_THREADS = env.int("RAG_CHAT_THREADS", default=32)
+RAG_CHAT_QUEUE_TIMEOUT_SECONDS = env.float("RAG_CHAT_QUEUE_TIMEOUT_SECONDS", default=10.0)
 RAG_CHAT_RULES_FILE = env("RAG_CHAT_RULES_FILE", default=str(BASE_DIR / "chat" / "rules.toml"))
 # Admin: traces of questions that took at least this long (ms) are listed as slow (慢请求).
 RAG_SLOW_TRACE_MS = env.int("RAG_SLOW_TRACE_MS", default=3000)

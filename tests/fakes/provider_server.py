@@ -174,6 +174,9 @@ class FakeProviderServer:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self.streams: list[StreamLog] = []
+        # Chat streams open at once: now, and the most there ever were.
+        self.open_streams = 0
+        self.max_open_streams = 0
         self.stopping = threading.Event()
         self.dashscope_dimension = 1024  # when a request names none
         self.openai_dimension = 1536
@@ -238,6 +241,15 @@ class FakeProviderServer:
     def _record(self, record: RecordedRequest) -> None:
         with self._lock:
             self._records.append(record)
+
+    def stream_opened(self) -> None:
+        with self._lock:
+            self.open_streams += 1
+            self.max_open_streams = max(self.max_open_streams, self.open_streams)
+
+    def stream_closed(self) -> None:
+        with self._lock:
+            self.open_streams -= 1
 
     def request_id(self) -> str:
         return f"fake-{next(self._ids)}"
@@ -400,6 +412,7 @@ class _Handler(BaseHTTPRequestHandler):
         pieces = answer.pieces()
         log = StreamLog(route=route, planned=len(pieces))
         self.fake.streams.append(log)
+        self.fake.stream_opened()
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream;charset=UTF-8")
@@ -433,6 +446,7 @@ class _Handler(BaseHTTPRequestHandler):
             log.aborted = True
             self.close_connection = True
         finally:
+            self.fake.stream_closed()
             log.done.set()
 
     def _chunk(self, data: bytes) -> None:

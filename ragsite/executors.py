@@ -1,0 +1,112 @@
+"""The process's thread pools, built in one place: lazily, once each, sized from settings.
+
+- `chat-turn` (RAG_CHAT_THREADS): the CPU- and database-bound stages of chat turns (routing,
+  preparation, retrieval, composition, storing the answer). A remote model's answer streams on
+  the event loop instead, so a turn holds a thread only while it computes, not while it waits.
+- `retrieval` (RAG_RETRIEVAL_THREADS): the parallel channels of one search (dense, sparse, FAQ),
+  shared by every request.
+
+`run_admitted` is the back-pressure in front of a pool: a job that finds every worker busy waits
+at most its budget for one, then gives up with `ServerBusy` (503 + Retry-After) instead of
+queueing without bound behind work the server cannot finish in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from django.conf import settings
+
+from ragsite.errors import server_busy
+
+T = TypeVar("T")
+
+CHAT_TURN = "chat-turn"
+RETRIEVAL = "retrieval"
+_SIZES = {CHAT_TURN: "RAG_CHAT_THREADS", RETRIEVAL: "RAG_RETRIEVAL_THREADS"}
+
+_lock = threading.Lock()
+_pools: dict[str, ThreadPoolExecutor] = {}
+
+
+def _forget_pools() -> None:
+    """In a forked child: threads do not survive a fork but a pool object does, with its
+    bookkeeping of workers that exist only in the parent; work submitted to it would wait
+    forever. The child builds its own pools on first use."""
+    global _lock
+    _lock = threading.Lock()
+    _pools.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
+
+
+def pool(name: str) -> ThreadPoolExecutor:
+    with _lock:
+        executor = _pools.get(name)
+        if executor is None:
+            size = int(getattr(settings, _SIZES[name]))
+            if size < 1:
+                raise ValueError(f"{_SIZES[name]} must be at least 1")
+            executor = _pools[name] = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
+        return executor
+
+
+class _Claim:
+    """One job's place in a pool's queue: it runs once a worker takes it, unless its submitter
+    stopped waiting first. The lock makes "taken" and "given up" exclusive."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "queued"
+
+    def take(self) -> bool:
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "running"
+            return True
+
+    def abandon(self) -> bool:
+        with self._lock:
+            if self._state == "running":
+                return False
+            self._state = "abandoned"
+            return True
+
+
+async def run_admitted(executor: ThreadPoolExecutor, fn: Callable[[], T], *, wait: float) -> T:
+    """`fn()` in `executor`, provided a worker takes it within `wait` seconds; `ServerBusy`
+    otherwise (nothing of `fn` ran then). Once it runs it runs to its end: cancelling the caller
+    does not stop a thread."""
+    loop = asyncio.get_running_loop()
+    claim = _Claim()
+    started = asyncio.Event()
+
+    def job() -> tuple[bool, T | None]:
+        if not claim.take():
+            return False, None
+        loop.call_soon_threadsafe(started.set)
+        return True, fn()
+
+    future = loop.run_in_executor(executor, job)
+    try:
+        await asyncio.wait_for(started.wait(), timeout=wait)
+    except asyncio.TimeoutError:
+        if claim.abandon():
+            future.cancel()
+            raise server_busy() from None
+    except asyncio.CancelledError:
+        # The caller is gone: a job still queued never runs; one already running ends by its
+        # own means (a chat turn sees its cancel event).
+        if claim.abandon():
+            future.cancel()
+        raise
+    ran, value = await future
+    assert ran
+    return value
