@@ -70,7 +70,7 @@ class FaqSearchResponse:
 
     def as_dict(self) -> dict:
         return {
-            "hits": [asdict(hit) for hit in self.hits],
+            "hits": [hit.as_dict() for hit in self.hits],
             "variants": list(self.variants),
             "top_k": self.top_k,
             "cache": self.cache.as_dict(),

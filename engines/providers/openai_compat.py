@@ -310,7 +310,7 @@ class OpenAIRewriter(_Adapter):
 
 
 class OpenAIChatModel(_Adapter):
-    """Streaming chat.completions; deltas are yielded as they arrive. Nothing is sent before the
+    """Streaming chat.completions (`_stream_body`); deltas are yielded as they arrive. Nothing is sent before the
     first `next()`; closing the iterator closes the HTTP response. Only opening the stream is
     retried. `astream` is the same call through the SDK's async client, on the event loop."""
 
@@ -342,14 +342,10 @@ class OpenAIChatModel(_Adapter):
     ) -> Iterator[str]:
         client = self._connection.client
         # create() returns once the status line and headers are in: 429/5xx surface here.
+        body = _stream_body(self.model, messages, max_tokens=max_tokens, temperature=temperature)
         stream = self._connection.call(
-            lambda: client.chat.completions.create(
-                model=self.model,
-                messages=messages,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stream=True,
-            ),
+            lambda: client.post("/chat/completions", body=body, cast_to=object, stream=True,
+                                stream_cls=openai.Stream[object]),
             what="chat",
         )
         yield from relay_deltas(self._parts(stream), close=stream.close, provider=PROVIDER)
@@ -370,14 +366,10 @@ class OpenAIChatModel(_Adapter):
         self, messages: Sequence[ChatMessage], *, max_tokens: int = 1024, temperature: float = 0.2
     ) -> AsyncIterator[str]:
         client = self._connection.async_client()
+        body = _stream_body(self.model, message_dicts(messages), max_tokens=max_tokens, temperature=temperature)
         stream = await self._connection.acall(
-            lambda: client.chat.completions.create(
-                model=self.model,
-                messages=message_dicts(messages),
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stream=True,
-            ),
+            lambda: client.post("/chat/completions", body=body, cast_to=object, stream=True,
+                                stream_cls=openai.AsyncStream[object]),
             what="chat",
         )
         relay = arelay_deltas(self._aparts(stream), close=stream.close, provider=PROVIDER)
@@ -397,6 +389,15 @@ class OpenAIChatModel(_Adapter):
             part = _chunk_part(chunk)
             if part is not None:
                 yield part
+
+
+def _stream_body(model: str, messages: list[dict[str, str]], *, max_tokens: int, temperature: float) -> dict:
+    """A streamed chat.completions request. Sent with the SDK's own `post` (its transport,
+    authentication, SSE decoding and error events) and chunks kept as the JSON they are: building
+    the SDK's typed chunk for each token cost 0.1–0.3 ms (profiled), the largest cost of a turn
+    on the server, as much as everything else it does for a 150-token answer."""
+    return {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
+            "stream": True}
 
 
 def _chunk_part(chunk: Any) -> tuple[str, bool] | None:
