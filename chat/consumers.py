@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.utils.translation import gettext as _
 
 from ragsite.api import error_payload
+from ragsite.db import releasing
+from ragsite.executors import CHAT_TURN, pool, run_admitted
 from ragsite.throttles import caller_from_scope
 
 from .admission import Refused, admit_question
@@ -66,7 +68,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _run_turn(self, body: dict) -> None:
         try:
-            prepared = await sync_to_async(self._validate)(body)
+            # Behind the bounded wait of the turn's workers, as the SSE view's admission.
+            prepared = await run_admitted(pool(CHAT_TURN), releasing(lambda: self._validate(body)),
+                                          wait=settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS)
         except Exception as exc:  # noqa: BLE001 — the turn ends with an error event, the socket stays
             await self._turn_error(exc, session_id="", trace_id="")
             return

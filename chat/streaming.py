@@ -3,10 +3,13 @@
 `TurnRunner` drives `RAGService`'s phases and hands their events to the loop through an
 asyncio queue:
 
+0. A place among the RAG_CHAT_MAX_ACTIVE_TURNS turns a process runs at once: past what its CPU
+   serves in time every answer would be late, so a turn waits at most
+   RAG_CHAT_QUEUE_TIMEOUT_SECONDS for one, then ends with 503 `server_busy` (nothing stored).
 1. `open` + `prepare` (access, the stored question, routing, retrieval, composition of the
    evidence) in a worker of the bounded `chat-turn` pool: no ORM, gRPC or embedding call ever
    blocks the loop. A turn that finds every worker busy waits at most
-   RAG_CHAT_QUEUE_TIMEOUT_SECONDS for one, then ends with 503 `server_busy` (nothing stored).
+   RAG_CHAT_QUEUE_TIMEOUT_SECONDS for one, then ends with 503 `server_busy` as well.
 2. The model's answer: a remote model (`AsyncChatStream`) streams on the loop itself, so the
    seconds a model takes to write cost no thread and a process holds as many answers as its
    sockets allow; the local extractive model, which computes rather than waits, runs in the
@@ -33,7 +36,7 @@ from django.db import close_old_connections
 from django.utils import translation
 
 from engines.ports import AsyncChatStream
-from ragsite.executors import CHAT_TURN, pool, run_admitted
+from ragsite.executors import CHAT_TURN, Gate, pool, run_admitted
 
 from .contracts import ChatQuery, Requester, TurnCancelled
 from .pipeline.events import Delta, Event
@@ -42,6 +45,8 @@ from .pipeline.state import TurnState
 
 T = TypeVar("T")
 COALESCE_MAX_DELTAS = 8
+# Turns running at once in this process, from admission to the stored answer.
+ACTIVE_TURNS = Gate(lambda: settings.RAG_CHAT_MAX_ACTIVE_TURNS)
 
 
 @dataclass(frozen=True)
@@ -116,13 +121,14 @@ class TurnRunner:
     # --- the phases ---------------------------------------------------------------------------
 
     async def _drive(self) -> None:
+        wait = settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS
         try:
-            pending = await run_admitted(
-                pool(CHAT_TURN), self._in_worker(self._prepare), wait=settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS
-            )
-            if pending is not None:
-                await self._stream(pending)
-                await self._loop.run_in_executor(pool(CHAT_TURN), self._in_worker(lambda: self._conclude(pending)))
+            async with ACTIVE_TURNS.passage(wait=wait):
+                pending = await run_admitted(pool(CHAT_TURN), self._in_worker(self._prepare), wait=wait)
+                if pending is not None:
+                    await self._stream(pending)
+                    await self._loop.run_in_executor(pool(CHAT_TURN),
+                                                     self._in_worker(lambda: self._conclude(pending)))
         except BaseException as exc:  # noqa: BLE001 — handed to the transport, which decides
             self._deliver(Outcome("error", exc))
             if not isinstance(exc, Exception):

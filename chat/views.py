@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 
-from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.utils.translation import gettext as _
@@ -29,6 +29,9 @@ from rest_framework.views import APIView
 
 from ragsite.api import error_payload, retry_after_headers
 from ragsite.authentication import SessionAuthentication
+from ragsite.db import releasing
+from ragsite.errors import ServerBusy
+from ragsite.executors import CHAT_TURN, pool, run_admitted
 from ragsite.openapi import error_responses
 
 from . import selectors, sse
@@ -85,7 +88,14 @@ async def chat_stream(request: HttpRequest):
     """POST /api/chat/stream — the answer as an AI SDK UI message stream."""
     if request.method != "POST":
         return _json({"code": "method_not_allowed", "detail": _("只支持 POST。")}, 405)
-    prepared = await sync_to_async(_prepare_request)(request)
+    # Admission (sign-in, limits, the session) runs where the turn's stages run, behind the same
+    # bounded wait: under overload a request is refused with 503 within that wait instead of
+    # queueing its work in a thread of its own.
+    try:
+        prepared = await run_admitted(pool(CHAT_TURN), releasing(lambda: _prepare_request(request)),
+                                      wait=settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS)
+    except ServerBusy as exc:
+        return _error_json(exc)
     if isinstance(prepared, JsonResponse):
         return prepared
     query, requester, slot = prepared

@@ -8,15 +8,20 @@
 
 `run_admitted` is the back-pressure in front of a pool: a job that finds every worker busy waits
 at most its budget for one, then gives up with `ServerBusy` (503 + Retry-After) instead of
-queueing without bound behind work the server cannot finish in time.
+queueing without bound behind work the server cannot finish in time. `Gate` bounds work in
+flight on the event loop the same way (answers streaming at once): a process that took more
+than its CPU can serve would make every one of them late, not just the last ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -83,7 +88,8 @@ class _Claim:
 async def run_admitted(executor: ThreadPoolExecutor, fn: Callable[[], T], *, wait: float) -> T:
     """`fn()` in `executor`, provided a worker takes it within `wait` seconds; `ServerBusy`
     otherwise (nothing of `fn` ran then). Once it runs it runs to its end: cancelling the caller
-    does not stop a thread."""
+    does not stop a thread. `fn` runs in a copy of the caller's context (the request's language,
+    as `sync_to_async` would carry it)."""
     loop = asyncio.get_running_loop()
     claim = _Claim()
     started = asyncio.Event()
@@ -94,7 +100,7 @@ async def run_admitted(executor: ThreadPoolExecutor, fn: Callable[[], T], *, wai
         loop.call_soon_threadsafe(started.set)
         return True, fn()
 
-    future = loop.run_in_executor(executor, job)
+    future = loop.run_in_executor(executor, contextvars.copy_context().run, job)
     try:
         await asyncio.wait_for(started.wait(), timeout=wait)
     except asyncio.TimeoutError:
@@ -110,3 +116,43 @@ async def run_admitted(executor: ThreadPoolExecutor, fn: Callable[[], T], *, wai
     ran, value = await future
     assert ran
     return value
+
+
+class Gate:
+    """At most `size()` holders at once per event loop (a server has one); a newcomer waits at
+    most `wait` seconds for a place, then `ServerBusy`. `size` is read when a loop first passes
+    the gate, so settings apply as configured at start."""
+
+    def __init__(self, size: Callable[[], int]) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            semaphore = self._semaphores.get(loop)
+            if semaphore is None:
+                size = int(self._size())
+                if size < 1:
+                    raise ValueError("a gate needs room for at least one")
+                semaphore = self._semaphores[loop] = asyncio.Semaphore(size)
+            return semaphore
+
+    @asynccontextmanager
+    async def passage(self, *, wait: float) -> AsyncIterator[None]:
+        semaphore = self._semaphore()
+        try:
+            await asyncio.wait_for(semaphore.acquire(), timeout=wait)
+        except asyncio.TimeoutError:
+            raise server_busy() from None
+        try:
+            yield
+        finally:
+            semaphore.release()
+
+    def forget(self) -> None:
+        with self._lock:
+            self._semaphores.clear()

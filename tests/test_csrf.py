@@ -101,7 +101,7 @@ def test_the_walk_sees_the_api_writes():
     assert len(CALLS) >= 20
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the stream admits in a worker thread: committed rows only
 @pytest.mark.parametrize("route,method", CALLS, ids=[f"{m.upper()} {r}" for r, m in CALLS])
 def test_a_session_write_without_the_csrf_token_is_refused(world, staff_user, route, method):
     # given: a signed-in browser session, and a page that sent no token
@@ -114,7 +114,7 @@ def test_a_session_write_without_the_csrf_token_is_refused(world, staff_user, ro
     assert "CSRF" in response.json()["detail"]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the stream admits in a worker thread: committed rows only
 @pytest.mark.parametrize("route,method", CALLS, ids=[f"{m.upper()} {r}" for r, m in CALLS])
 def test_a_session_write_with_the_csrf_token_goes_through(world, staff_user, route, method):
     # given: the token of the page's cookie, sent back in the header (as the chat page does)
@@ -128,7 +128,7 @@ def test_a_session_write_with_the_csrf_token_goes_through(world, staff_user, rou
     assert response.status_code < 500, response.content[:300]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the stream admits in a worker thread: committed rows only
 def test_a_session_write_with_the_csrf_token_does_its_work(staff_user):
     # given
     client = signed_in_browser(staff_user)
@@ -143,7 +143,7 @@ def test_a_session_write_with_the_csrf_token_does_its_work(staff_user):
     assert created.status_code == 201, created.content[:300]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the stream admits in a worker thread: committed rows only
 @pytest.mark.parametrize("route,method", CALLS[:1] + [("api/chat/stream", "post")], ids=["kb-create", "chat-stream"])
 def test_token_clients_need_no_csrf_token(world, staff_user, route, method):
     # given: an integration with an API token and no cookies at all

@@ -80,3 +80,31 @@ def test_a_forked_child_builds_its_own_pools():
     # then
     assert os.read(read, 1) == b"1"
     os.waitpid(pid, 0)
+
+
+def test_a_gate_lets_its_size_through_and_refuses_a_newcomer_after_its_wait():
+    gate = executors.Gate(lambda: 2)
+
+    async def scenario():
+        inside = asyncio.Event()
+        leave = asyncio.Event()
+
+        async def hold():
+            async with gate.passage(wait=1):
+                inside.set()
+                await leave.wait()
+
+        holders = [asyncio.ensure_future(hold()) for _ in range(2)]
+        await inside.wait()
+        await asyncio.sleep(0)
+        # when: a third comes while two are inside
+        with pytest.raises(ServerBusy):
+            async with gate.passage(wait=0.2):
+                pass
+        # then: once one leaves, the next gets in
+        leave.set()
+        await asyncio.gather(*holders)
+        async with gate.passage(wait=0.2):
+            return True
+
+    assert asyncio.run(scenario()) is True

@@ -356,6 +356,10 @@ RAG_CACHE_CANDIDATES_TTL_SECONDS = env.int("RAG_CACHE_CANDIDATES_TTL_SECONDS", d
 # refused with 503 server_busy, and the rules file for routing, FAQ thresholds and context budgets.
 RAG_CHAT_THREADS = env.int("RAG_CHAT_THREADS", default=32)
 RAG_CHAT_QUEUE_TIMEOUT_SECONDS = env.float("RAG_CHAT_QUEUE_TIMEOUT_SECONDS", default=10.0)
+# Turns one process runs at once (streaming included); more wait as above, then 503. The default
+# is what one process on one core held with a remote model's 0.3 s / 150 tokens at 30/s answers
+# and the first delta within 0.5 s of the model's own (`make bench-serve`); measure yours.
+RAG_CHAT_MAX_ACTIVE_TURNS = env.int("RAG_CHAT_MAX_ACTIVE_TURNS", default=50)
 RAG_CHAT_RULES_FILE = env("RAG_CHAT_RULES_FILE", default=str(BASE_DIR / "chat" / "rules.toml"))
 # Admin: traces of questions that took at least this long (ms) are listed as slow (慢请求).
 RAG_SLOW_TRACE_MS = env.int("RAG_SLOW_TRACE_MS", default=3000)

@@ -123,6 +123,32 @@ def test_a_turn_finding_every_turn_thread_busy_is_refused_after_its_wait(chat_kb
     assert text_of(first_parts) == "星河X3 的保修期为 24 个月[来源 1](citation://1)。"
 
 
+def test_a_turn_beyond_the_answers_a_process_runs_at_once_is_refused_after_its_wait(
+        chat_kb, openai_provider, settings):
+    # given: one answer at a time, waits of 0.5 s, a first answer whose model is silent for 4 s
+    # (it streams on the event loop: no worker thread is busy meanwhile)
+    settings.RAG_CHAT_MAX_ACTIVE_TURNS = 1
+    settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS = 0.5
+    openai_provider.enqueue("openai.chat", Answer(deltas=ANSWER, first_delay=4.0))
+    with live_chat_server() as base_url:
+        first: list = [None]
+        asking = threading.Thread(target=_ask, args=(base_url, chat_kb.slug, first, 0))
+        asking.start()
+        assert eventually(lambda: openai_provider.open_streams == 1, within=30)
+
+        # when
+        response, parts = post_stream(
+            base_url, {"knowledge_base_id": chat_kb.slug, "question": "星河X3 保修多久？", "enable_query_rewrite": False}
+        )
+        asking.join(timeout=60)
+
+    # then
+    assert (response.status_code, response.json()["code"]) == (503, "server_busy")
+    assert "Retry-After" in response.headers
+    assert first[0][0].status_code == 200
+    assert text_of(first[0][1]) == "星河X3 的保修期为 24 个月[来源 1](citation://1)。"
+
+
 def test_a_reader_leaving_while_the_model_is_silent_cancels_the_turn(chat_kb, openai_provider):
     # given: a model that would take 30 s to its first token
     openai_provider.enqueue("openai.chat", Answer(deltas=ANSWER, first_delay=30.0))

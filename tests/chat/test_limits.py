@@ -329,7 +329,9 @@ def test_anonymous_retrieval_may_ask_for_the_defaults_and_less(anonymous_api):
     assert response.status_code == 404
 
 
-@pytest.mark.django_db
+# The stream's admission runs in a worker thread with a connection of its own: it sees only
+# committed rows, as a served request does.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("path", ["/api/chat", "/api/chat/stream"])
 def test_anonymous_chat_gets_the_rules_defaults_and_no_more(client, member_user, path):
     # given: with the local provider the rules rewrite follow-ups but do not rerank
@@ -370,7 +372,9 @@ def test_question_length_is_capped_by_settings_on_every_endpoint(client, setting
     assert at_limit.status_code == 404
 
 
-@pytest.mark.django_db
+# The stream's admission runs in a worker thread with a connection of its own: it sees only
+# committed rows, as a served request does.
+@pytest.mark.django_db(transaction=True)
 def test_chat_messages_are_capped_by_settings(client, settings):
     # given: an AI SDK body resending a long conversation
     settings.RAG_MAX_CHAT_MESSAGES = 3
