@@ -9,7 +9,7 @@ PORT ?= 8000
 MILVUS_PORT ?= 19530
 CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 
-.PHONY: run test eval bench bench-ingest bench-retrieval bench-chat bench-answers bench-load setup install-dev migrate bootstrap fonts messages clean help
+.PHONY: run test eval bench bench-ingest bench-retrieval bench-chat bench-answers bench-load bench-serve setup install-dev migrate bootstrap fonts messages clean help
 
 help:
 	@echo "make run    — install, migrate, load the demo knowledge base and start web + worker + Milvus Lite"
@@ -92,6 +92,12 @@ bench-answers: install-dev
 # above capacity; BENCH_LOAD_ARGS for the rest (`python -m benchmarks.load --help`).
 bench-load: install-dev
 	$(PY) -m benchmarks.load $(if $(SOAK),--soak $(SOAK)) $(if $(RAMP),--ramp) $(BENCH_LOAD_ARGS)
+
+# Not part of `make bench`: streaming answers of a fake real-speed model, 50 … 1,000 at once, on
+# PostgreSQL, with one web process and then two behind one port (~15 minutes; see
+# `python -m benchmarks.serve --help`, e.g. BENCH_SERVE_ARGS="--levels 50,100 --processes 1").
+bench-serve: install-dev
+	$(PY) -m benchmarks.serve $(BENCH_SERVE_ARGS)
 
 clean:
 	rm -rf var bench-results .pytest_cache
