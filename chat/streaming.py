@@ -29,6 +29,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -155,10 +156,10 @@ class TurnRunner:
                 self._streaming.cancel()
             await self._streaming
         except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError) and self.cancelled.is_set():
-                exc = TurnCancelled("the client went away")
+            ended = (TurnCancelled("the client went away")
+                     if isinstance(exc, asyncio.CancelledError) and self.cancelled.is_set() else exc)
             failure = await self._loop.run_in_executor(
-                pool(CHAT_TURN), self._in_worker(lambda: self.service.failure(pending.turn, exc))
+                pool(CHAT_TURN), self._in_worker(partial(self.service.failure, pending.turn, ended))
             )
             raise failure
         finally:

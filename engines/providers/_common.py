@@ -71,18 +71,7 @@ def call_with_retries(attempt: Callable[[], T], policy: RetryPolicy, *, what: st
         try:
             return attempt()
         except RetryableError as exc:
-            if retry_number >= policy.max_retries:
-                raise exc.error from None
-            pause = policy.delay(retry_number)
-            logger.info(
-                "%s: %s, retry %d of %d in %.2fs",
-                what,
-                exc.error.code,
-                retry_number + 1,
-                policy.max_retries,
-                pause,
-            )
-            time.sleep(pause)
+            time.sleep(_pause_before_retry(exc, retry_number, policy, what=what))
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -92,19 +81,17 @@ async def acall_with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryP
         try:
             return await attempt()
         except RetryableError as exc:
-            if retry_number >= policy.max_retries:
-                raise exc.error from None
-            pause = policy.delay(retry_number)
-            logger.info(
-                "%s: %s, retry %d of %d in %.2fs",
-                what,
-                exc.error.code,
-                retry_number + 1,
-                policy.max_retries,
-                pause,
-            )
-            await asyncio.sleep(pause)
+            await asyncio.sleep(_pause_before_retry(exc, retry_number, policy, what=what))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _pause_before_retry(exc: RetryableError, retry_number: int, policy: RetryPolicy, *, what: str) -> float:
+    """The pause before the next attempt; the port error once the retries are spent."""
+    if retry_number >= policy.max_retries:
+        raise exc.error from None
+    pause = policy.delay(retry_number)
+    logger.info("%s: %s, retry %d of %d in %.2fs", what, exc.error.code, retry_number + 1, policy.max_retries, pause)
+    return pause
 
 
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")

@@ -143,41 +143,44 @@ class _Connection:
         its typed responses from a body of the wrong shape. Only the SDK call (or one `next()`
         on its stream) runs inside this block.
         """
-        try:
-            yield
-        except requests.exceptions.Timeout as exc:
-            raise ProviderTimeout(f"{PROVIDER} {what}: no answer within {self.timeout}s") from exc
-        except requests.exceptions.JSONDecodeError:
-            raise ProviderBadResponse(f"{PROVIDER} {what}: malformed JSON") from None
-        except requests.exceptions.ConnectionError as exc:
-            # While streaming, requests reports a read timeout as a ConnectionError.
-            if exc.args and isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError):
-                raise ProviderTimeout(f"{PROVIDER} {what}: no data within {self.timeout}s") from exc
-            raise ProviderUnavailable(f"{PROVIDER} {what}: connection failed") from exc
-        except requests.exceptions.RequestException as exc:
-            raise ProviderUnavailable(
-                f"{PROVIDER} {what}: transport error ({type(exc).__name__})"
-            ) from exc
-        except (TypeError, KeyError, AttributeError, ValueError):
-            raise ProviderBadResponse(f"{PROVIDER} {what}: malformed response") from None
-        except DashScopeException as exc:
-            raise ProviderUnavailable(
-                f"{PROVIDER} {what}: SDK refused the request ({type(exc).__name__})"
-            ) from None
+        with self._sdk_errors(what):
+            try:
+                yield
+            except requests.exceptions.Timeout as exc:
+                raise ProviderTimeout(f"{PROVIDER} {what}: no answer within {self.timeout}s") from exc
+            except requests.exceptions.JSONDecodeError:
+                raise ProviderBadResponse(f"{PROVIDER} {what}: malformed JSON") from None
+            except requests.exceptions.ConnectionError as exc:
+                # While streaming, requests reports a read timeout as a ConnectionError.
+                if exc.args and isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError):
+                    raise ProviderTimeout(f"{PROVIDER} {what}: no data within {self.timeout}s") from exc
+                raise ProviderUnavailable(f"{PROVIDER} {what}: connection failed") from exc
+            except requests.exceptions.RequestException as exc:
+                raise ProviderUnavailable(
+                    f"{PROVIDER} {what}: transport error ({type(exc).__name__})"
+                ) from exc
 
     @contextmanager
     def aio_transport_errors(self, what: str) -> Iterator[None]:
         """`transport_errors` for the SDK's aiohttp transport (`astream`)."""
+        with self._sdk_errors(what):
+            try:
+                yield
+            except asyncio.TimeoutError as exc:  # aiohttp's read timeouts are TimeoutErrors too
+                raise ProviderTimeout(f"{PROVIDER} {what}: no data within {self.timeout}s") from exc
+            except aiohttp.ContentTypeError:
+                raise ProviderBadResponse(f"{PROVIDER} {what}: malformed response") from None
+            except aiohttp.ClientError as exc:
+                raise ProviderUnavailable(
+                    f"{PROVIDER} {what}: transport error ({type(exc).__name__})"
+                ) from exc
+
+    @staticmethod
+    @contextmanager
+    def _sdk_errors(what: str) -> Iterator[None]:
+        """What the SDK itself raises, whichever transport carried the call."""
         try:
             yield
-        except asyncio.TimeoutError as exc:  # aiohttp's read timeouts are TimeoutErrors too
-            raise ProviderTimeout(f"{PROVIDER} {what}: no data within {self.timeout}s") from exc
-        except aiohttp.ContentTypeError:
-            raise ProviderBadResponse(f"{PROVIDER} {what}: malformed response") from None
-        except aiohttp.ClientError as exc:
-            raise ProviderUnavailable(
-                f"{PROVIDER} {what}: transport error ({type(exc).__name__})"
-            ) from exc
         except (TypeError, KeyError, AttributeError, ValueError):
             raise ProviderBadResponse(f"{PROVIDER} {what}: malformed response") from None
         except DashScopeException as exc:
