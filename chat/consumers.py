@@ -70,7 +70,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         try:
             # Behind the bounded wait of the turn's workers, as the SSE view's admission.
             prepared = await run_admitted(pool(CHAT_TURN), releasing(lambda: self._validate(body)),
-                                          wait=settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS)
+                                          wait=settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS, discard=_give_back)
         except Exception as exc:  # noqa: BLE001 — the turn ends with an error event, the socket stays
             await self._turn_error(exc, session_id="", trace_id="")
             return
@@ -157,6 +157,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _error(self, message: str, *, code: str, **extra) -> None:
         await self.send_json({"type": "error", "session_id": "", "trace_id": "", "code": code, "error": message, **extra})
+
+
+def _give_back(prepared) -> None:
+    """An admission whose socket is gone (closed while it ran): free its stream slot."""
+    if not isinstance(prepared, dict):
+        prepared[2].release()
 
 
 def _end_event(event: Finished, *, session_id: str) -> dict:

@@ -93,7 +93,7 @@ async def chat_stream(request: HttpRequest):
     # queueing its work in a thread of its own.
     try:
         prepared = await run_admitted(pool(CHAT_TURN), releasing(lambda: _prepare_request(request)),
-                                      wait=settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS)
+                                      wait=settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS, discard=_give_back)
     except ServerBusy as exc:
         return _error_json(exc)
     if isinstance(prepared, JsonResponse):
@@ -151,6 +151,12 @@ def _prepare_request(request: HttpRequest):
     if isinstance(admission, Refused):
         return _json(admission.body, admission.status)
     return admission.query, admission.requester, admission.slot
+
+
+def _give_back(prepared) -> None:
+    """An admission whose request is gone (the reader left while it ran): free its stream slot."""
+    if not isinstance(prepared, JsonResponse):
+        prepared[2].release()
 
 
 def _not_json(constant: str):

@@ -85,11 +85,13 @@ class _Claim:
             return True
 
 
-async def run_admitted(executor: ThreadPoolExecutor, fn: Callable[[], T], *, wait: float) -> T:
+async def run_admitted(executor: ThreadPoolExecutor, fn: Callable[[], T], *, wait: float,
+                       discard: Callable[[T], None] | None = None) -> T:
     """`fn()` in `executor`, provided a worker takes it within `wait` seconds; `ServerBusy`
     otherwise (nothing of `fn` ran then). Once it runs it runs to its end: cancelling the caller
-    does not stop a thread. `fn` runs in a copy of the caller's context (the request's language,
-    as `sync_to_async` would carry it)."""
+    does not stop a thread, and what `fn` returns after its caller is gone goes to `discard`
+    (on the loop), which gives back what it holds. `fn` runs in a copy of the caller's context
+    (the request's language, as `sync_to_async` would carry it)."""
     loop = asyncio.get_running_loop()
     claim = _Claim()
     started = asyncio.Event()
@@ -109,13 +111,29 @@ async def run_admitted(executor: ThreadPoolExecutor, fn: Callable[[], T], *, wai
             raise server_busy() from None
     except asyncio.CancelledError:
         # The caller is gone: a job still queued never runs; one already running ends by its
-        # own means (a chat turn sees its cancel event).
+        # own means, and its result is discarded.
         if claim.abandon():
             future.cancel()
+        else:
+            _discard_when_done(future, discard)
         raise
-    ran, value = await future
+    try:
+        ran, value = await asyncio.shield(future)
+    except asyncio.CancelledError:
+        _discard_when_done(future, discard)
+        raise
     assert ran
     return value
+
+
+def _discard_when_done(future: asyncio.Future, discard: Callable[[T], None] | None) -> None:
+    def done(finished: asyncio.Future) -> None:
+        if discard is not None and not finished.cancelled() and finished.exception() is None:
+            ran, value = finished.result()
+            if ran:
+                discard(value)
+
+    future.add_done_callback(done)
 
 
 class Gate:
@@ -129,6 +147,7 @@ class Gate:
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        os.register_at_fork(after_in_child=self._forget)
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -153,6 +172,8 @@ class Gate:
         finally:
             semaphore.release()
 
-    def forget(self) -> None:
-        with self._lock:
-            self._semaphores.clear()
+    def _forget(self) -> None:
+        """In a forked child (see `_forget_pools`): its loops are new, and the lock may have
+        been held by a thread that did not survive the fork."""
+        self._lock = threading.Lock()
+        self._semaphores = weakref.WeakKeyDictionary()

@@ -108,3 +108,35 @@ def test_a_gate_lets_its_size_through_and_refuses_a_newcomer_after_its_wait():
             return True
 
     assert asyncio.run(scenario()) is True
+
+
+def test_what_a_job_returns_after_its_caller_left_is_discarded():
+    # given: a job that takes a resource and is already running when its caller goes away
+    running = threading.Event()
+    finish = threading.Event()
+    discarded = []
+
+    def take_resource():
+        running.set()
+        finish.wait(5)
+        return "slot-1"
+
+    async def ask_then_leave(pool):
+        waiting = asyncio.ensure_future(
+            executors.run_admitted(pool, take_resource, wait=5, discard=discarded.append))
+        await asyncio.get_running_loop().run_in_executor(None, running.wait, 5)
+        await asyncio.sleep(0.05)  # the caller now waits for the job's result
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        # when: the job ends after its caller left
+        finish.set()
+        for _ in range(100):
+            if discarded:
+                break
+            await asyncio.sleep(0.01)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        asyncio.run(ask_then_leave(pool))
+    # then: what it took is handed to `discard`, not lost
+    assert discarded == ["slot-1"]

@@ -424,15 +424,11 @@ class DashScopeChatModel(_Adapter):
 
     def _parts(self, first: Any, responses: Any) -> Iterator[tuple[str, bool]]:
         """(delta, finished) per response, starting with the one `_open` already read."""
-        connection = self._connection
         response = first
         while response is not _END:
             # Errors after the first delta are not retried: the caller already shows text.
-            connection.check(response, what="chat")
-            delta = _stream_delta(response)
-            reason = _dig(response, "output", "choices", 0, "finish_reason")
-            yield delta, reason not in (None, "", "null")
-            with connection.transport_errors("chat"):
+            yield self._part(response)
+            with self._connection.transport_errors("chat"):
                 response = next(responses, _END)
 
     async def astream(
@@ -454,73 +450,61 @@ class DashScopeChatModel(_Adapter):
             await relay.aclose()
 
     async def _aparts(self, first: Any, responses: Any) -> AsyncIterator[tuple[str, bool]]:
-        connection = self._connection
         response = first
         while response is not _END:
-            connection.check(response, what="chat")
-            delta = _stream_delta(response)
-            reason = _dig(response, "output", "choices", 0, "finish_reason")
-            yield delta, reason not in (None, "", "null")
-            with connection.aio_transport_errors("chat"):
+            yield self._part(response)
+            with self._connection.aio_transport_errors("chat"):
                 response = await anext(responses, _END)
 
-    async def _aopen(
-        self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float
-    ) -> tuple[Any, Any]:
-        connection = self._connection
-        with connection.aio_transport_errors("chat"):
-            responses = await AioGeneration.call(
-                **connection.sdk_args(),
-                model=self.model,
-                messages=messages,
-                result_format="message",
-                stream=True,
-                incremental_output=True,
-                max_tokens=max_tokens,
-                temperature=temperature,
-            )
-            try:
-                first = await anext(responses, _END)  # sends the request
-            except BaseException:
-                await responses.aclose()
-                raise
+    def _part(self, response: Any) -> tuple[str, bool]:
+        self._connection.check(response, what="chat")
+        reason = _dig(response, "output", "choices", 0, "finish_reason")
+        return _stream_delta(response), reason not in (None, "", "null")
+
+    def _stream_args(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float) -> dict:
+        return {
+            **self._connection.sdk_args(), "model": self.model, "messages": messages, "result_format": "message",
+            "stream": True, "incremental_output": True, "max_tokens": max_tokens, "temperature": temperature,
+        }
+
+    def _check_first(self, first: Any) -> None:
+        """The response that opened the stream: there is one, and it is not an error status."""
         if first is _END:
-            await responses.aclose()
             raise ProviderBadResponse(f"{PROVIDER} chat: empty stream")
-        try:
-            connection.check(first, what="chat")
-        except BaseException:
-            await responses.aclose()
-            raise
-        return first, responses
+        self._connection.check(first, what="chat")
 
     def _open(
         self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float
     ) -> tuple[Any, Any]:
-        connection = self._connection
-        with connection.transport_errors("chat"):
-            responses = Generation.call(
-                **connection.sdk_args(),
-                model=self.model,
-                messages=messages,
-                result_format="message",
-                stream=True,
-                incremental_output=True,
-                max_tokens=max_tokens,
-                temperature=temperature,
-            )
+        with self._connection.transport_errors("chat"):
+            responses = Generation.call(**self._stream_args(messages, max_tokens=max_tokens, temperature=temperature))
             try:
                 first = next(responses, _END)  # sends the request
             except BaseException:
                 responses.close()
                 raise
-        if first is _END:
-            responses.close()
-            raise ProviderBadResponse(f"{PROVIDER} chat: empty stream")
         try:
-            connection.check(first, what="chat")
+            self._check_first(first)
         except BaseException:
             responses.close()
+            raise
+        return first, responses
+
+    async def _aopen(
+        self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float
+    ) -> tuple[Any, Any]:
+        with self._connection.aio_transport_errors("chat"):
+            responses = await AioGeneration.call(
+                **self._stream_args(messages, max_tokens=max_tokens, temperature=temperature))
+            try:
+                first = await anext(responses, _END)  # sends the request
+            except BaseException:
+                await responses.aclose()
+                raise
+        try:
+            self._check_first(first)
+        except BaseException:
+            await responses.aclose()
             raise
         return first, responses
 
