@@ -776,9 +776,13 @@ def _user_or_none(actor: Actor):
 
 
 def _is_superuser(actor: Actor) -> bool:
-    # Commands and tasks act without a user (actor None): they are the operator.
+    # Commands and tasks act without a user (actor None): they are the operator. A user who is
+    # not signed in (AnonymousUser) is nobody's operator: a caller that forgot its own login
+    # check must fail closed here, not be waved through as the operator.
+    if actor is None:
+        return True
     user = _user_or_none(actor)
-    return user is None or bool(user.is_superuser)
+    return user is not None and bool(user.is_superuser)
 
 
 def _shares_group(actor: Actor, groups: Sequence[Group]) -> bool:
