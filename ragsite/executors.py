@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import os
 import threading
 import weakref
@@ -30,6 +31,8 @@ from django.conf import settings
 from ragsite.errors import server_busy
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 CHAT_TURN = "chat-turn"
 RETRIEVAL = "retrieval"
@@ -128,10 +131,16 @@ async def run_admitted(executor: ThreadPoolExecutor, fn: Callable[[], T], *, wai
 
 def _discard_when_done(future: asyncio.Future, discard: Callable[[T], None] | None) -> None:
     def done(finished: asyncio.Future) -> None:
-        if discard is not None and not finished.cancelled() and finished.exception() is None:
-            ran, value = finished.result()
-            if ran:
-                discard(value)
+        if finished.cancelled():
+            return
+        error = finished.exception()
+        if error is not None:
+            # Nobody awaits this job any more: without this line its failure would vanish.
+            logger.error("a job whose caller had left failed", exc_info=error)
+            return
+        ran, value = finished.result()
+        if ran and discard is not None:
+            discard(value)
 
     future.add_done_callback(done)
 

@@ -140,3 +140,34 @@ def test_what_a_job_returns_after_its_caller_left_is_discarded():
         asyncio.run(ask_then_leave(pool))
     # then: what it took is handed to `discard`, not lost
     assert discarded == ["slot-1"]
+
+
+def test_a_job_failing_after_its_caller_left_is_logged_not_lost(caplog):
+    # given: a job already running when its caller goes away, which then fails
+    running = threading.Event()
+    finish = threading.Event()
+
+    def fail_later():
+        running.set()
+        finish.wait(5)
+        raise RuntimeError("disk full while storing the answer")
+
+    async def ask_then_leave(pool):
+        waiting = asyncio.ensure_future(executors.run_admitted(pool, fail_later, wait=5))
+        await asyncio.get_running_loop().run_in_executor(None, running.wait, 5)
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        # when
+        finish.set()
+        for _ in range(100):
+            if caplog.records:
+                break
+            await asyncio.sleep(0.01)
+
+    with caplog.at_level("ERROR", logger="ragsite.executors"), ThreadPoolExecutor(max_workers=1) as pool:
+        asyncio.run(ask_then_leave(pool))
+    # then: the failure is in the log with its cause
+    [record] = [r for r in caplog.records if r.name == "ragsite.executors"]
+    assert "disk full" in str(record.exc_info[1])
