@@ -9,7 +9,7 @@ PORT ?= 8000
 MILVUS_PORT ?= 19530
 CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 
-.PHONY: run test eval bench bench-ingest bench-retrieval bench-chat bench-answers bench-load bench-serve setup install-dev migrate bootstrap fonts messages clean help
+.PHONY: run test eval bench bench-ingest bench-retrieval bench-chat bench-answers bench-load bench-serve bench-embedding setup install-dev migrate bootstrap fonts messages clean help
 
 help:
 	@echo "make run    — install, migrate, load the demo knowledge base and start web + worker + Milvus Lite"
@@ -98,6 +98,11 @@ bench-load: install-dev
 # `python -m benchmarks.serve --help`, e.g. BENCH_SERVE_ARGS="--levels 50,100 --processes 1").
 bench-serve: install-dev
 	$(PY) -m benchmarks.serve $(BENCH_SERVE_ARGS)
+
+# Not part of `make bench`: the local e5 embedder's throughput and the quality it keeps, per engine
+# (~10 minutes; `python -m benchmarks.embedding --help`).
+bench-embedding: install-dev
+	$(PY) -m benchmarks.embedding $(BENCH_EMBEDDING_ARGS)
 
 clean:
 	rm -rf var bench-results .pytest_cache

