@@ -134,6 +134,58 @@ def cli_path(limit: int, *, embedding_model: str = "local-hash-lexical-v1", slug
     return result
 
 
+def sheet_path(rows: int, *, slug: str = "bench-sheet", sample_seconds: float = 10.0) -> dict:
+    """`manage.py ingest` of one spreadsheet of `rows` product rows with the default (e5)
+    embedder, its progress read from the database every `sample_seconds` as the admin shows it."""
+    import random
+    import subprocess
+    import sys
+    import tempfile
+
+    import openpyxl
+
+    from knowledge.models import Chunk, Document, KnowledgeBase
+
+    rng = random.Random(5)
+    folder = Path(tempfile.mkdtemp(prefix="bench-sheet-"))
+    path = folder / "产品目录.xlsx"
+    book = openpyxl.Workbook(write_only=True)
+    sheet = book.create_sheet("产品目录")
+    sheet.append(["编号", "名称", "型号", "单价（元）", "库存", "保修", "说明"])
+    kinds = ["路由器", "交换机", "摄像头", "网关", "存储柜", "打印机", "投影仪", "门禁"]
+    for index in range(rows):
+        kind = rng.choice(kinds)
+        sheet.append([f"P{index:06d}", f"星河{kind}{index % 97}", f"XH-{rng.randint(100, 999)}{rng.choice('ABCDE')}",
+                      rng.randint(99, 9999), rng.randint(0, 500), f"{rng.randint(1, 3)} 年",
+                      f"适用于{rng.choice(['办公室', '仓库', '门店', '会议室'])}，{rng.choice(['支持', '不支持'])}远程管理"])
+    book.save(path)
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "ingest", str(path), "--kb", slug, "--create", "--activate"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    samples: list[tuple[float, str, int, int]] = []
+    while process.poll() is None:
+        time.sleep(sample_seconds)
+        row = Document.objects.filter(knowledge_base__slug=slug).values_list(
+            "status", "embedded_chunks", "chunks_to_embed").first()
+        if row:
+            samples.append((round(time.perf_counter() - started, 1), *row))
+    stderr = process.stderr.read()
+    seconds = time.perf_counter() - started
+    if process.returncode != 0:
+        raise SystemExit(f"manage.py ingest failed:\n{stderr[-3000:]}")
+    kb = KnowledgeBase.objects.get(slug=slug)
+    document = Document.objects.get(knowledge_base=kb)
+    chunks = Chunk.objects.filter(knowledge_base=kb).count()
+    return {
+        "rows": rows, "file_mb": round(path.stat().st_size / 1e6, 1), "status": document.status,
+        "chunks": chunks, "seconds": round(seconds, 1), "chunks_per_second": round(chunks / seconds, 1),
+        "stage_seconds": {k: round(v, 1) for k, v in sorted((document.metadata.get("stage_seconds") or {}).items())},
+        "progress": samples,
+    }
+
+
 class TreeRss:
     """Resident memory of a process and its children (the ingest command and its helper
     workers), sampled every half second from /proc."""
@@ -265,6 +317,9 @@ def main() -> None:
                         help="also import this many one-passage files (e.g. 100000) with the hashing "
                         "embedder and report time and memory over the run")
     parser.add_argument("--skip-in-process", action="store_true", help="only the manage.py ingest paths")
+    parser.add_argument("--sheet-rows", type=int, default=0,
+                        help="also import one spreadsheet of this many rows (e.g. 100000) with the default "
+                        "e5 embedder and report its time and its progress as the admin shows it")
     parser.add_argument("--embedding-model", default=None,
                         help="embedder of the knowledge bases (default RAG_EMBEDDING_MODEL: local-e5-small-v1)")
     args = parser.parse_args()
@@ -324,7 +379,19 @@ def main() -> None:
                 "manage.py ingest (hashing)", large["documents"], large["chunks"], large["seconds"],
                 large["chunks_per_second"], large["peak_rss_mb"], " ".join(map(str, large["rss_mb_by_tenth"])),
             ]])
-        path = write_results("ingest", {"provider": "local", "corpora": results, "cli": dict(cli), "large": large})
+        sheet = None
+        if args.sheet_rows:
+            sheet = sheet_path(args.sheet_rows)
+            print()
+            print_table(["spreadsheet", "rows", "MB", "status", "chunks", "s", "chunks/s", "stages s"], [[
+                "manage.py ingest (e5)", sheet["rows"], sheet["file_mb"], sheet["status"], sheet["chunks"],
+                sheet["seconds"], sheet["chunks_per_second"],
+                " ".join(f"{k}={v}" for k, v in sheet["stage_seconds"].items()),
+            ]])
+            print("progress (s, status, embedded, total):", " ".join(
+                f"{t}:{status}:{done}/{total}" for t, status, done, total in sheet["progress"]))
+        path = write_results("ingest", {"provider": "local", "corpora": results, "cli": dict(cli), "large": large,
+                                        "sheet": sheet})
         print(f"\nwrote {path}")
     finally:
         stop()

@@ -89,7 +89,7 @@ def claim_many(*, document_ids: Sequence[int], worker: str | None = None) -> lis
         claimed = Document.objects.filter(pk__in=ids, status=DocumentStatus.QUEUED).update(
             status=DocumentStatus.PARSING, status_changed_at=now, error_code="", error_message="",
             attempts=F("attempts") + 1, lease_token=token, lease_expires_at=now + timedelta(seconds=lease_seconds()),
-            heartbeat_at=now, worker=worker,
+            heartbeat_at=now, worker=worker, embedded_chunks=0, chunks_to_embed=0,
         )
         if not claimed:
             return []
@@ -115,6 +115,16 @@ def heartbeat_many(claims: Sequence[Claim]) -> int:
     """Extend the lease of every document these claims still hold; returns how many."""
     now = timezone.now()
     return _held_rows(claims).update(lease_expires_at=now + timedelta(seconds=lease_seconds()), heartbeat_at=now)
+
+
+def record_progress(*, progress: Sequence[tuple[Claim, int, int]]) -> set[int]:
+    """Store (claim, chunks embedded, chunks to embed) for the documents the claims still hold;
+    returns their ids. Not a transition: no timeline row, no status change."""
+    still: set[int] = set()
+    for claim, done, total in progress:
+        if held(claim).update(embedded_chunks=done, chunks_to_embed=total):
+            still.add(claim.document_id)
+    return still
 
 
 def advance_many(claims: Sequence[Claim], status: str) -> list[Claim]:

@@ -301,7 +301,8 @@ def _store(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> Non
     share = 1 / len(jobs)
 
     started = time.perf_counter()
-    vectors = _embed(embedder, [content for job in jobs for content in job.contents], kb)
+    progress = EmbeddingProgress([(job.claim, job.document, len(job.contents)) for job in jobs])
+    vectors = _embed(embedder, [content for job in jobs for content in job.contents], kb, progress)
     offset = 0
     for job in jobs:
         job.vectors = vectors[offset : offset + len(job.contents)]
@@ -452,6 +453,47 @@ class Heartbeat:
             connection.close()
 
 
+class EmbeddingProgress:
+    """How far the embed stage of a batch has come, per document: stored under each claim (the
+    admin list and the API read it) and announced live, at most every
+    RAG_INGESTION_PROGRESS_SECONDS and once more when the last chunk is embedded. A large
+    document takes minutes here; this is how one sees it move."""
+
+    def __init__(self, documents: Sequence[tuple[Claim, Document, int]]) -> None:
+        self._documents = list(documents)
+        self._total = sum(count for _claim, _document, count in self._documents)
+        self._interval = float(settings.RAG_INGESTION_PROGRESS_SECONDS)
+        self._last: float | None = None
+
+    def advance(self, embedded: int) -> None:
+        now = time.monotonic()
+        final = embedded >= self._total
+        if not final and self._last is not None and now - self._last < self._interval:
+            return
+        self._last = now
+        rows, offset = [], 0
+        for claim, document, count in self._documents:
+            rows.append((claim, document, min(max(embedded - offset, 0), count), count))
+            offset += count
+        try:
+            held = document_status.record_progress(progress=[(claim, done, count) for claim, _d, done, count in rows])
+        except DatabaseError as exc:
+            # Progress is a view of the run, not its result: the run goes on without it.
+            logger.warning("could not store the embedding progress of documents %s: %s",
+                           [claim.document_id for claim, *_rest in rows][:5], exc)
+            return
+        by_kb: dict[int, list[dict]] = {}
+        for _claim, document, done, count in rows:
+            if document.pk in held:
+                document.embedded_chunks, document.chunks_to_embed = done, count
+                by_kb.setdefault(document.knowledge_base_id, []).append(_event(
+                    document, DocumentStatus.INDEXING, embedded_chunks=done, chunks_to_embed=count,
+                    progress_label=document.embedding_progress(),
+                ))
+        for kb_id, items in by_kb.items():
+            events.publish_kb_event(kb_id=kb_id, event="documents", data={"documents": items})
+
+
 def _embedder_for(kb: KnowledgeBase):
     try:
         embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
@@ -535,11 +577,13 @@ def _image_chunk_content(draft, captions: dict[str, str]) -> str:
     return "\n".join(f"[图片] {text}" for text in texts)
 
 
-def _embed(embedder, contents: list[str], kb: KnowledgeBase) -> list[list[float]]:
+def _embed(embedder, contents: list[str], kb: KnowledgeBase, progress: EmbeddingProgress) -> list[list[float]]:
     vectors: list[list[float]] = []
+    progress.advance(0)
     try:
         for start in range(0, len(contents), EMBED_BATCH):
             vectors.extend(embedder.embed_documents(contents[start : start + EMBED_BATCH]))
+            progress.advance(len(vectors))
     except UnembeddableText as exc:
         # Refused from now on, so a re-run of the batch document by document finds whose text
         # it is without the engine dying again.

@@ -207,7 +207,7 @@ class DocumentOutput(EditorOnlyFields, serializers.ModelSerializer):
         fields = [
             "id", "title", "original_name", "file_type", "mime_type", "sha256", "size",
             "source_tag", "external_id", "status", "status_label", "error_code", "error_message",
-            "attempts", "page_count", "chunk_count", "created_at", "updated_at",
+            "attempts", "page_count", "chunk_count", "embedded_chunks", "chunks_to_embed", "created_at", "updated_at",
         ]
         extra_kwargs = {name: {"allow_null": True} for name in ("sha256", "error_code", "error_message", "attempts")}
 

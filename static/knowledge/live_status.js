@@ -36,10 +36,9 @@
     const row = cell.closest("tr");
     const attempts = row && row.querySelector(".field-attempts");
     if (attempts && data.attempts !== undefined) attempts.textContent = data.attempts;
-    if (row && data.status === "ready") {
-      const chunks = row.querySelector(".field-chunk_count");
-      if (chunks) chunks.textContent = data.chunk_count;
-    }
+    const chunks = document.querySelector('[data-doc-chunks="' + data.document + '"]');
+    if (chunks && data.progress_label) chunks.textContent = data.progress_label;
+    else if (chunks && data.status === "ready") chunks.textContent = data.chunk_count;
   }
 
   ids.forEach(function (id) {

@@ -40,6 +40,6 @@ def test_document_status_cells_follow_ingestion_live(chromium, staff_user, milvu
         )
         assert page.evaluate("window.__notReloaded") is True
         row = page.locator("tr", has=cell)
-        assert row.locator(".field-chunk_count").inner_text() == "1"
+        assert row.locator(".field-chunks").inner_text() == "1"
         assert row.locator(".field-attempts").inner_text() == "1"  # it read 0 until a reload
         context.close()

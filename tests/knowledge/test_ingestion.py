@@ -87,9 +87,53 @@ def test_progress_events_are_published_for_each_status(kb, milvus, run_tasks, me
     document = upload(kb, "a.md", "# 标题\n\n内容。".encode())
     # then
     payloads = [stored_payload(e) for e in Event.objects.filter(channel=f"kb-{kb.pk}", type="documents").order_by("id")]
-    statuses = [item["status"] for p in payloads for item in p["documents"] if item["document"] == document.pk]
-    assert statuses == ["parsing", "indexing", "ready"]
+    items = [item for p in payloads for item in p["documents"] if item["document"] == document.pk]
+    statuses = [item["status"] for item in items]
+    assert [s for i, s in enumerate(statuses) if i == 0 or s != statuses[i - 1]] == ["parsing", "indexing", "ready"]
+    # the embed stage announces where it starts and where it ends
+    progress = [(item["embedded_chunks"], item["chunks_to_embed"]) for item in items if "embedded_chunks" in item]
+    assert progress == [(0, 1), (1, 1)]
     assert Event.objects.filter(channel=f"kb-{kb.pk}", type="version").exists()
+
+
+def test_a_large_document_shows_its_embedding_progress_while_it_indexes(kb, milvus, run_tasks, media_root, settings, monkeypatch):
+    # given: a document of about a hundred chunks, embedded eight at a time, progress stored on every call
+    from knowledge import ingestion
+    from engines.providers import get_embedder
+
+    settings.RAG_INGESTION_PROGRESS_SECONDS = 0
+    monkeypatch.setattr(ingestion, "EMBED_BATCH", 8)
+    seen: list[tuple[str, int, int, str]] = []
+
+    class Watching:
+        """The knowledge base's own embedder; before each call, what a reader of the row sees."""
+
+        def __init__(self, inner):
+            self._inner = inner
+            self.model, self.dimension = inner.model, inner.dimension
+
+        def embed_documents(self, texts):
+            row = Document.objects.get(title="大文件")
+            seen.append((row.status, row.embedded_chunks, row.chunks_to_embed, row.embedding_progress()))
+            return self._inner.embed_documents(texts)
+
+    monkeypatch.setattr(ingestion, "get_embedder", lambda model, dimension: Watching(get_embedder(model, dimension)))
+    body = "\n\n".join(f"## 第 {i} 节\n\n" + f"第 {i} 节的规定：报销须在发生后 {i} 日内提交。" * 12 for i in range(100))
+
+    # when
+    document = upload(kb, "大文件.md", body.encode())
+
+    # then: every call saw the count so far of one fixed total, rising by a batch each time
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.READY, document.error_message
+    total = document.chunk_count
+    assert total > 50
+    assert [status for status, *_rest in seen] == ["indexing"] * len(seen)
+    assert [done for _s, done, _t, _l in seen] == list(range(0, total, 8))
+    assert {t for _s, _d, t, _l in seen} == {total}
+    assert seen[1][3] == f"已向量化 8 / {total}"
+    assert (document.embedded_chunks, document.chunks_to_embed) == (total, total)
+    assert document.embedding_progress() == ""  # READY: the plain chunk count again
 
 
 def test_reingesting_is_idempotent(kb, milvus, run_tasks, media_root):
