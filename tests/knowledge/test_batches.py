@@ -55,9 +55,9 @@ def test_a_batch_shares_one_embedding_call_and_one_upsert(kb, milvus, database_t
 
     real_embed = ingestion._embed
 
-    def counting_embed(embedder, contents, kb_):
+    def counting_embed(embedder, contents, kb_, progress):
         calls["embed"] += 1
-        return real_embed(embedder, contents, kb_)
+        return real_embed(embedder, contents, kb_, progress)
 
     monkeypatch.setattr(ingestion, "_index", counting_index)
     monkeypatch.setattr(ingestion, "_embed", counting_embed)
@@ -120,10 +120,10 @@ def test_a_refusal_in_a_shared_stage_fails_only_the_document_that_caused_it(kb, 
                           ("c.txt", "病假三十天。".encode())))
     real_embed = ingestion._embed
 
-    def embed(embedder, contents, kb_):
+    def embed(embedder, contents, kb_, progress):
         if any("毒药" in content for content in contents):
             raise ingestion.IngestionFailed("embedding_failed", "input rejected by the model")
-        return real_embed(embedder, contents, kb_)
+        return real_embed(embedder, contents, kb_, progress)
 
     monkeypatch.setattr(ingestion, "_embed", embed)
 
@@ -142,8 +142,8 @@ def test_a_document_taken_over_mid_batch_is_left_to_its_new_owner(kb, milvus, da
     taken = {}
     real_embed = ingestion._embed
 
-    def embed_then_take_over(embedder, contents, kb_):
-        vectors = real_embed(embedder, contents, kb_)
+    def embed_then_take_over(embedder, contents, kb_, progress):
+        vectors = real_embed(embedder, contents, kb_, progress)
         document_status.queue(document_ids=[ids[1]])
         taken["claim"] = document_status.claim(document_id=ids[1], worker="other:1")
         return vectors
@@ -166,7 +166,7 @@ def test_a_transient_failure_sends_the_whole_batch_back_to_the_queue(kb, milvus,
 
     ids = queued(kb, passages(3))
 
-    def down(embedder, contents, kb_):
+    def down(embedder, contents, kb_, progress):
         raise ingestion.IngestionFailed("embedding_failed", "down", transient=True) from ProviderUnavailable("down")
 
     monkeypatch.setattr(ingestion, "_embed", down)
@@ -192,8 +192,13 @@ def test_progress_events_come_once_per_stage_for_the_whole_batch(kb, milvus, dat
 
     # then
     events = [json.loads(json.loads(e.data)) for e in Event.objects.filter(channel=f"kb-{kb.pk}", type="documents").order_by("id")]
-    assert [sorted(item["document"] for item in e["documents"]) for e in events] == [sorted(ids)] * 3
-    assert [{item["status"] for item in e["documents"]} for e in events] == [{"parsing"}, {"indexing"}, {"ready"}]
+    stages = [e for e in events if "embedded_chunks" not in e["documents"][0]]
+    progress = [e for e in events if "embedded_chunks" in e["documents"][0]]
+    assert [sorted(item["document"] for item in e["documents"]) for e in stages] == [sorted(ids)] * 3
+    assert [{item["status"] for item in e["documents"]} for e in stages] == [{"parsing"}, {"indexing"}, {"ready"}]
+    # the embed stage's progress: one event as it starts and one as it ends, each for the batch
+    assert [sorted(item["document"] for item in e["documents"]) for e in progress] == [sorted(ids)] * 2
+    assert [[(i["embedded_chunks"], i["chunks_to_embed"]) for i in e["documents"]] for e in progress] == [[(0, 1)] * 4, [(1, 1)] * 4]
 
 
 def test_each_document_gets_its_timeline(kb, milvus, database_tasks, media_root):
