@@ -348,6 +348,8 @@ def _finish(jobs: list[Job]) -> None:
             results[job.document.pk] = {
                 "title": title,
                 "chunk_count": len(job.chunks),
+                "embedded_chunks": len(job.chunks),
+                "chunks_to_embed": len(job.chunks),
                 "page_count": parsed.page_count,
                 "metadata": {
                     **document.metadata,
@@ -455,36 +457,41 @@ class Heartbeat:
 
 class EmbeddingProgress:
     """How far the embed stage of a batch has come, per document: stored under each claim (the
-    admin list and the API read it) and announced live, at most every
-    RAG_INGESTION_PROGRESS_SECONDS and once more when the last chunk is embedded. A large
-    document takes minutes here; this is how one sees it move."""
+    admin list and the API read it) and announced live, every RAG_INGESTION_PROGRESS_SECONDS
+    while the stage lasts, for the documents that moved since the last time. A batch of small
+    documents embeds within one interval and costs nothing here; its final count is written
+    with READY (`_finish`). A large document takes minutes here; this is how one sees it move."""
 
     def __init__(self, documents: Sequence[tuple[Claim, Document, int]]) -> None:
         self._documents = list(documents)
-        self._total = sum(count for _claim, _document, count in self._documents)
         self._interval = float(settings.RAG_INGESTION_PROGRESS_SECONDS)
-        self._last: float | None = None
+        self._last = time.monotonic()
+        self._stored: dict[int, int] = {}
 
     def advance(self, embedded: int) -> None:
         now = time.monotonic()
-        final = embedded >= self._total
-        if not final and self._last is not None and now - self._last < self._interval:
+        if now - self._last < self._interval:
             return
         self._last = now
-        rows, offset = [], 0
+        moved, offset = [], 0
         for claim, document, count in self._documents:
-            rows.append((claim, document, min(max(embedded - offset, 0), count), count))
+            done = min(max(embedded - offset, 0), count)
             offset += count
+            if self._stored.get(document.pk) != done:
+                moved.append((claim, document, done, count))
+        if not moved:
+            return
         try:
-            held = document_status.record_progress(progress=[(claim, done, count) for claim, _d, done, count in rows])
+            held = document_status.record_progress(progress=[(claim, done, count) for claim, _d, done, count in moved])
         except DatabaseError as exc:
             # Progress is a view of the run, not its result: the run goes on without it.
             logger.warning("could not store the embedding progress of documents %s: %s",
-                           [claim.document_id for claim, *_rest in rows][:5], exc)
+                           [claim.document_id for claim, *_rest in moved][:5], exc)
             return
         by_kb: dict[int, list[dict]] = {}
-        for _claim, document, done, count in rows:
+        for _claim, document, done, count in moved:
             if document.pk in held:
+                self._stored[document.pk] = done
                 document.embedded_chunks, document.chunks_to_embed = done, count
                 by_kb.setdefault(document.knowledge_base_id, []).append(_event(
                     document, DocumentStatus.INDEXING, embedded_chunks=done, chunks_to_embed=count,

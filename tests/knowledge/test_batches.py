@@ -192,13 +192,25 @@ def test_progress_events_come_once_per_stage_for_the_whole_batch(kb, milvus, dat
 
     # then
     events = [json.loads(json.loads(e.data)) for e in Event.objects.filter(channel=f"kb-{kb.pk}", type="documents").order_by("id")]
-    stages = [e for e in events if "embedded_chunks" not in e["documents"][0]]
-    progress = [e for e in events if "embedded_chunks" in e["documents"][0]]
-    assert [sorted(item["document"] for item in e["documents"]) for e in stages] == [sorted(ids)] * 3
-    assert [{item["status"] for item in e["documents"]} for e in stages] == [{"parsing"}, {"indexing"}, {"ready"}]
-    # the embed stage's progress: one event as it starts and one as it ends, each for the batch
-    assert [sorted(item["document"] for item in e["documents"]) for e in progress] == [sorted(ids)] * 2
-    assert [[(i["embedded_chunks"], i["chunks_to_embed"]) for i in e["documents"]] for e in progress] == [[(0, 1)] * 4, [(1, 1)] * 4]
+    assert [sorted(item["document"] for item in e["documents"]) for e in events] == [sorted(ids)] * 3
+    assert [{item["status"] for item in e["documents"]} for e in events] == [{"parsing"}, {"indexing"}, {"ready"}]
+
+
+def test_embedding_progress_of_a_batch_is_stored_only_for_documents_that_moved(kb, milvus, database_tasks, media_root, settings, monkeypatch):
+    # given: two documents in one batch, progress stored at every embedding call
+    settings.RAG_INGESTION_PROGRESS_SECONDS = 0
+    monkeypatch.setattr(ingestion, "EMBED_BATCH", 1)
+    ids = queued(kb, passages(2))
+
+    # when
+    ingest_documents(document_ids=ids)
+
+    # then: one event per call, each naming only the document whose count changed
+    events = [json.loads(json.loads(e.data)) for e in Event.objects.filter(channel=f"kb-{kb.pk}", type="documents").order_by("id")]
+    progress = [[(i["document"], i["embedded_chunks"], i["chunks_to_embed"]) for i in e["documents"]]
+                for e in events if "embedded_chunks" in e["documents"][0]]
+    assert progress == [[(ids[0], 0, 1), (ids[1], 0, 1)], [(ids[0], 1, 1)], [(ids[1], 1, 1)]]
+    assert set(Document.objects.filter(pk__in=ids).values_list("embedded_chunks", "chunks_to_embed")) == {(1, 1)}
 
 
 def test_each_document_gets_its_timeline(kb, milvus, database_tasks, media_root):
