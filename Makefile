@@ -9,7 +9,7 @@ PORT ?= 8000
 MILVUS_PORT ?= 19530
 CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 
-.PHONY: run test eval bench bench-ingest bench-retrieval bench-chat bench-answers bench-load bench-serve bench-embedding setup install-dev migrate bootstrap fonts messages clean help
+.PHONY: run test eval bench bench-ingest bench-retrieval bench-chat bench-answers bench-load bench-serve bench-embedding bench-federation setup install-dev migrate bootstrap fonts messages clean help
 
 help:
 	@echo "make run    — install, migrate, load the demo knowledge base and start web + worker + Milvus Lite"
@@ -103,6 +103,11 @@ bench-serve: install-dev
 # (~10 minutes; `python -m benchmarks.embedding --help`).
 bench-embedding: install-dev
 	$(PY) -m benchmarks.embedding $(BENCH_EMBEDDING_ARGS)
+
+# Not part of `make bench`: one question over 30 knowledge bases against one, on the CMRC passages
+# with the default embedder (~10 minutes; `python -m benchmarks.federation --help`).
+bench-federation: install-dev
+	$(PY) -m benchmarks.federation $(BENCH_FEDERATION_ARGS)
 
 clean:
 	rm -rf var bench-results .pytest_cache

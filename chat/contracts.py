@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from django.utils.translation import pgettext
 
@@ -85,11 +85,14 @@ class ChatOptions:
 class ChatQuery:
     """One question as a transport received it, before any access check."""
 
-    knowledge_base_id: str  # slug
+    knowledge_base_id: str  # slug: the knowledge base the conversation belongs to
     question: str
     conversation_id: uuid.UUID | None = None
     client_id: str = ""  # an AI SDK chat id, mapped to a conversation of this owner
     options: ChatOptions = field(default_factory=ChatOptions)
+    # More knowledge bases (slugs) the question reads, each access-checked like the first:
+    # their evidence competes with `knowledge_base_id`'s in one ranking.
+    also_knowledge_base_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,8 @@ class Citation:
     assets: tuple[dict[str, Any], ...] = ()
     spans: tuple[SupportSpan, ...] = ()
     cited: bool = False  # the answer cites it inline
+    knowledge_base: str = ""  # the slug of the knowledge base the source belongs to
+    knowledge_base_name: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -45,8 +45,28 @@ class UIMessagesField(serializers.ListField):
         return super().to_internal_value(data)
 
 
+class KnowledgeBaseIdsField(serializers.ListField):
+    """Slugs of the knowledge bases one question reads: a bounded list, refused whole when over."""
+
+    child = serializers.CharField(max_length=64)
+
+    def to_internal_value(self, data):
+        most = settings.RAG_MAX_KNOWLEDGE_BASES_PER_QUESTION
+        if isinstance(data, list) and len(data) > most:
+            raise ValidationFailed(
+                _("一次提问最多可同时检索 %(n)s 个知识库。") % {"n": most}, code="too_many_knowledge_bases"
+            )
+        return super().to_internal_value(data)
+
+
 class ChatRequestInput(RetrievalOptionsInput):
-    knowledge_base_id = serializers.CharField(max_length=64)
+    # The conversation's knowledge base; with `knowledge_base_ids`, the first of those unless given.
+    knowledge_base_id = serializers.CharField(max_length=64, required=False)
+    knowledge_base_ids = KnowledgeBaseIdsField(
+        required=False, allow_empty=False,
+        help_text="Several knowledge bases for one question: their evidence is ranked together and "
+                  "each citation names its knowledge base.",
+    )
     question = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     conversation_id = serializers.UUIDField(required=False, allow_null=True)
     # AI SDK (DefaultChatTransport): {id, messages, trigger, messageId, ...body}
@@ -56,6 +76,12 @@ class ChatRequestInput(RetrievalOptionsInput):
     messageId = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=100)  # noqa: N815
 
     def validate(self, data):
+        if not data.get("knowledge_base_id"):
+            if not data.get("knowledge_base_ids"):
+                raise serializers.ValidationError(
+                    {"knowledge_base_id": [_("请提供 knowledge_base_id 或 knowledge_base_ids。")]}
+                )
+            data["knowledge_base_id"] = data["knowledge_base_ids"][0]
         # Emptiness and length are the pipeline's to judge (RAGService.run), for every transport.
         question = data.get("question")
         if question is None:
@@ -95,6 +121,9 @@ class ChatRequestInput(RetrievalOptionsInput):
         data = self.validated_data
         return ChatQuery(
             knowledge_base_id=data["knowledge_base_id"],
+            also_knowledge_base_ids=tuple(
+                slug for slug in data.get("knowledge_base_ids", ()) if slug != data["knowledge_base_id"]
+            ),
             question=data["question"],
             conversation_id=data.get("conversation_id"),
             client_id=(data.get("id") or "").strip(),
@@ -167,6 +196,8 @@ class CitationOutput(serializers.Serializer):
     assets = AssetOutput(many=True)
     spans = SupportSpanOutput(many=True)
     cited = serializers.BooleanField(help_text="The answer cites it inline.")
+    knowledge_base = serializers.CharField(allow_blank=True, help_text="Slug of the source's knowledge base.")
+    knowledge_base_name = serializers.CharField(allow_blank=True)
 
 
 class IntentOutput(serializers.Serializer):

@@ -59,6 +59,7 @@ from engines.ports import (
     DocumentFilter,
     FaqRecord,
     IncompatibleCollection,
+    KbDocuments,
     VectorHit,
     VectorStoreError,
     VectorStoreUnavailable,
@@ -291,18 +292,19 @@ class MilvusVectorStore:
         self._call("chunks", "delete document", lambda c, n: self._delete(c, n, expr))
 
     def search_dense(
-        self, *, kb_id: int, vector: Sequence[float], limit: int, documents: DocumentFilter
+        self, *, kb_id: int, vector: Sequence[float], limit: int, documents: DocumentFilter,
+        also: Sequence[KbDocuments] = (),
     ) -> list[VectorHit]:
-        expr = _search_filter(kb_id=kb_id, group_field="document_id", documents=documents)
+        expr = _scopes_filter((KbDocuments(kb_id, documents), *also))
         if expr is None or limit <= 0:
             return []
         return self._search_dense("chunks", vector=vector, expr=expr, limit=limit)
 
     def search_sparse(
         self, *, kb_id: int, query: str, limit: int, documents: DocumentFilter,
-        dictionary: Sequence[str] = (),
+        dictionary: Sequence[str] = (), also: Sequence[KbDocuments] = (),
     ) -> list[VectorHit]:
-        expr = _search_filter(kb_id=kb_id, group_field="document_id", documents=documents)
+        expr = _scopes_filter((KbDocuments(kb_id, documents), *also))
         text = self._text(query, dictionary)
         if expr is None or limit <= 0 or not text.strip():
             return []
@@ -333,19 +335,20 @@ class MilvusVectorStore:
             self._call("faqs", "delete FAQs", lambda c, n, e=expr: self._delete(c, n, e))
 
     def search_faq_dense(
-        self, *, kb_id: int, vector: Sequence[float], limit: int
+        self, *, kb_id: int, vector: Sequence[float], limit: int, also_kb_ids: Sequence[int] = ()
     ) -> list[VectorHit]:
         if limit <= 0:
             return []
-        return self._search_dense("faqs", vector=vector, expr=f"kb_id == {int(kb_id)}", limit=limit)
+        return self._search_dense("faqs", vector=vector, expr=_kbs_filter((kb_id, *also_kb_ids)), limit=limit)
 
     def search_faq_sparse(
-        self, *, kb_id: int, query: str, limit: int, dictionary: Sequence[str] = ()
+        self, *, kb_id: int, query: str, limit: int, dictionary: Sequence[str] = (),
+        also_kb_ids: Sequence[int] = (),
     ) -> list[VectorHit]:
         text = self._text(query, dictionary)
         if limit <= 0 or not text.strip():
             return []
-        return self._search_sparse("faqs", query=text, expr=f"kb_id == {int(kb_id)}", limit=limit)
+        return self._search_sparse("faqs", query=text, expr=_kbs_filter((kb_id, *also_kb_ids)), limit=limit)
 
     # --- extras (not in the port) ---------------------------------------------------------------
 
@@ -849,6 +852,27 @@ def _search_filter(*, kb_id: int, group_field: str, documents: DocumentFilter) -
         exclude = sorted({int(i) for i in documents.exclude})
         parts.append(f"{group_field} not in {_id_list(exclude)}")
     return " and ".join(parts)
+
+
+def _kbs_filter(kb_ids: Sequence[int]) -> str:
+    ids = sorted({int(i) for i in kb_ids})
+    return f"kb_id == {ids[0]}" if len(ids) == 1 else f"kb_id in {_id_list(ids)}"
+
+
+def _scopes_filter(scopes: Sequence[KbDocuments]) -> str | None:
+    """One expression over several knowledge bases, each with its own document filter, or None
+    when none of them admits anything. Bases without a filter share one `kb_id in [...]` term."""
+    unfiltered = sorted({s.kb_id for s in scopes if s.documents.include is None and not s.documents.exclude})
+    terms = [_kbs_filter(unfiltered)] if unfiltered else []
+    for scope in scopes:
+        if scope.kb_id in unfiltered:
+            continue
+        expr = _search_filter(kb_id=scope.kb_id, group_field="document_id", documents=scope.documents)
+        if expr is not None:
+            terms.append(expr)
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else " or ".join(f"({term})" for term in terms)
 
 
 def _id_list(ids: Sequence[int]) -> str:

@@ -215,6 +215,16 @@ class DocumentFilter:
 
 
 @dataclass(frozen=True)
+class KbDocuments:
+    """Another knowledge base one search also covers, with its own document filter: a question
+    over several knowledge bases of one embedding space is one search, not one per base, so its
+    candidates compete on the same scores."""
+
+    kb_id: int
+    documents: DocumentFilter
+
+
+@dataclass(frozen=True)
 class VectorHit:
     id: int  # chunk id (or FAQ record id)
     document_id: int  # document id (or FAQ id)
@@ -231,22 +241,25 @@ class VectorStore(Protocol):
     def delete_document(self, *, kb_id: int, document_id: int) -> None: ...
 
     def search_dense(
-        self, *, kb_id: int, vector: Sequence[float], limit: int, documents: DocumentFilter
+        self, *, kb_id: int, vector: Sequence[float], limit: int, documents: DocumentFilter,
+        also: Sequence[KbDocuments] = (),
     ) -> list[VectorHit]: ...
 
     def search_sparse(
         self, *, kb_id: int, query: str, limit: int, documents: DocumentFilter,
-        dictionary: Sequence[str] = (),
+        dictionary: Sequence[str] = (), also: Sequence[KbDocuments] = (),
     ) -> list[VectorHit]: ...
 
     def upsert_faqs(self, records: Sequence[FaqRecord], *, dictionary: Sequence[str] = ()) -> None: ...
 
     def delete_faqs(self, *, kb_id: int, faq_ids: Sequence[int]) -> None: ...
 
+    # `also_kb_ids`: more knowledge bases searched with `kb_id` as one (see `KbDocuments`).
     def search_faq_dense(
-        self, *, kb_id: int, vector: Sequence[float], limit: int
+        self, *, kb_id: int, vector: Sequence[float], limit: int, also_kb_ids: Sequence[int] = ()
     ) -> list[VectorHit]: ...
 
     def search_faq_sparse(
-        self, *, kb_id: int, query: str, limit: int, dictionary: Sequence[str] = ()
+        self, *, kb_id: int, query: str, limit: int, dictionary: Sequence[str] = (),
+        also_kb_ids: Sequence[int] = (),
     ) -> list[VectorHit]: ...

@@ -17,6 +17,7 @@ one they may read but not change answers 403.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -151,6 +152,23 @@ def _knowledge_base_not_found(named: object) -> NotFound:
 def access_knowledge_base(*, user: User | None, kb_id: str, role: Role = Role.READER) -> KnowledgeBase:
     """The knowledge base with slug `kb_id`, or NotFound / Forbidden."""
     return _access(user=user, role=role, named=kb_id, slug=kb_id)
+
+
+def access_knowledge_bases(*, user: User | None, kb_ids: Sequence[str]) -> tuple[KnowledgeBase, ...]:
+    """The knowledge bases with slugs `kb_ids` that `user` may read, in the given order, in one
+    query whatever their number; NotFound naming the first one that is missing or hidden (the
+    same answer for both, as for one)."""
+    slugs = list(dict.fromkeys(kb_ids))
+    found = {
+        kb.slug: kb
+        for kb in readable_knowledge_bases(user).filter(slug__in=slugs)
+        .select_related("active_version").prefetch_related(*ROLE_GROUPS)
+    }
+    for slug in slugs:
+        kb = found.get(slug)
+        if kb is None or role_in(user, kb) < Role.READER:
+            raise _knowledge_base_not_found(slug)
+    return tuple(found[slug] for slug in slugs)
 
 
 def access_knowledge_base_by_pk(*, user: User | None, pk: int, role: Role = Role.READER) -> KnowledgeBase:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from .models import (
     Chunk,
@@ -32,6 +32,22 @@ def ready_documents_of_active_version(
         knowledge_base_id=kb_id,
         status=DocumentStatus.READY,
         versions__knowledge_base_id=kb_id,
+        versions__status=VersionStatus.ACTIVE,
+    )
+    if document_ids is not None:
+        queryset = queryset.filter(pk__in=list(document_ids))
+    return queryset
+
+
+def ready_documents_of_active_versions(
+    *, kb_ids: Iterable[int], document_ids: Iterable[int] | None = None
+) -> QuerySet[Document]:
+    """`ready_documents_of_active_version` of several knowledge bases in one query: each
+    document through its own knowledge base's active version."""
+    queryset = Document.objects.filter(
+        knowledge_base_id__in=list(kb_ids),
+        status=DocumentStatus.READY,
+        versions__knowledge_base_id=F("knowledge_base_id"),
         versions__status=VersionStatus.ACTIVE,
     )
     if document_ids is not None:

@@ -43,6 +43,18 @@ class RetrievalRequest:
     # published); such a request never reads or writes the cache, which is keyed by the active
     # version's epoch.
     version_id: int | None = None
+    # More knowledge bases searched with `kb_id` as one question: each through the READY
+    # documents of its own active version, all candidates in one fused list. The caller checked
+    # the requester's access to every one; `kb_id` stays the one whose settings apply.
+    also_kb_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.also_kb_ids and self.version_id is not None:
+            raise ValueError("a chosen version belongs to one knowledge base: no also_kb_ids with version_id")
+
+    @property
+    def kb_ids(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys((self.kb_id, *self.also_kb_ids)))
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,7 @@ class RetrievalResult:
     # The dense part of it alone (None without a calibrated embedder or a dense hit): whether the
     # chunk means what the question asks, whatever words either uses.
     semantic_relevance: float | None = None
+    kb_id: int = 0  # the knowledge base the chunk belongs to
 
     def as_dict(self) -> dict[str, Any]:
         # Written out rather than `asdict`, whose recursive deep copy was a tenth of a chat
@@ -109,6 +122,7 @@ class RetrievalResult:
             "preview_url": self.preview_url,
             "relevance": self.relevance,
             "semantic_relevance": self.semantic_relevance,
+            "kb_id": self.kb_id,
         }
 
     @classmethod
@@ -164,6 +178,17 @@ class CacheSummary:
 
 
 @dataclass(frozen=True)
+class KbScopeTrace:
+    """One knowledge base of a question over several: what it could answer from."""
+
+    kb_id: int
+    version: int | None
+    cache_epoch: int | None
+    ready_document_count: int
+    empty_reason: str = ""
+
+
+@dataclass(frozen=True)
 class RetrievalTrace:
     kb_id: int
     version: int | None
@@ -182,9 +207,12 @@ class RetrievalTrace:
     notes: tuple[str, ...] = ()
     embedding_model: str = ""  # the knowledge base's embedding space
     fusion: str = ""  # how the channels' lists were merged, e.g. "rrf(k=60)"; "" when not fused
+    # Every knowledge base of a question over several, `kb_id` first; () for one.
+    knowledge_bases: tuple[KbScopeTrace, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **({"knowledge_bases": [asdict(kb) for kb in self.knowledge_bases]} if self.knowledge_bases else {}),
             "kb_id": self.kb_id,
             "embedding_model": self.embedding_model,
             "fusion": self.fusion,
@@ -227,9 +255,11 @@ class FaqHit:
     # Calibrated dense similarity of the question to the FAQ's nearest phrasing, in [0, 1]
     # (None without a calibrated embedder): paraphrases that share few words.
     semantic: float | None = None
+    kb_id: int = 0  # the knowledge base the FAQ belongs to
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "kb_id": self.kb_id,
             "faq_id": self.faq_id, "question": self.question, "matched_question": self.matched_question,
             "answer": self.answer, "score": self.score, "rank_sources": list(self.rank_sources),
             "exact": self.exact, "source_tag": self.source_tag, "semantic": self.semantic,

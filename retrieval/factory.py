@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from django.utils.translation import gettext as _
 from django.core.exceptions import ImproperlyConfigured
@@ -17,6 +18,7 @@ from knowledge.vectors import store_for
 from .cache import DjangoRetrievalCache
 from .contracts import RetrievalMisconfigured, RetrievalRequest, RetrievalResponse
 from .faqs import FaqRetrieval
+from .federation import DocumentSearch, FaqSearch, FederatedFaqs, FederatedRetrieval, grouped_by_space
 from .repository import DjangoRepository
 from .service import RetrievalService, channel_pool
 
@@ -49,9 +51,11 @@ def _optional(build, name: str):
         return _NotConfigured(name, str(exc))
 
 
-def build_retrieval_service(kb: KnowledgeBase) -> RetrievalService:
+def build_retrieval_service(kb: KnowledgeBase, *, also: Sequence[KnowledgeBase] = ()) -> RetrievalService:
+    """`kb`'s retrieval; with `also` (bases of the same embedding space, `space_of`), the one
+    that searches them with it as one scope (`RetrievalRequest.also_kb_ids`)."""
     try:
-        return _build(kb)
+        return _build(kb, dictionary=_dictionary(kb, also))
     except ImproperlyConfigured as exc:
         logger.error("retrieval for knowledge base %s is misconfigured: %s", kb.slug, exc)
         raise RetrievalMisconfigured(
@@ -59,13 +63,13 @@ def build_retrieval_service(kb: KnowledgeBase) -> RetrievalService:
         ) from exc
 
 
-def build_faq_retrieval(kb: KnowledgeBase) -> FaqRetrieval:
+def build_faq_retrieval(kb: KnowledgeBase, *, also: Sequence[KnowledgeBase] = ()) -> FaqRetrieval:
     """FAQ retrieval in the knowledge base's embedding space, with the same cache and pool."""
     try:
         return FaqRetrieval(
             embedder=get_embedder(kb.embedding_model, kb.embedding_dimension),
             store=store_for(kb),
-            dictionary=kb.dictionary_terms,
+            dictionary=_dictionary(kb, also),
             executor=channel_pool(),
             cache=DjangoRetrievalCache(),
             epochs=lambda kb_id: current_epoch(kb_id=kb_id),
@@ -77,6 +81,38 @@ def build_faq_retrieval(kb: KnowledgeBase) -> FaqRetrieval:
         ) from exc
 
 
+def space_of(kb: KnowledgeBase) -> tuple[str, int, str]:
+    """What decides whether two knowledge bases' vectors and terms can be searched together."""
+    return (kb.embedding_model, kb.embedding_dimension, kb.text_analysis)
+
+
+def build_scope_retrieval(kbs: Sequence[KnowledgeBase]) -> DocumentSearch:
+    """Document retrieval over `kbs` (access already checked), `kbs[0]` the asked one: one
+    service per embedding space, federated only when there is more than one space."""
+    groups = grouped_by_space(kbs, space=space_of)
+    if len(groups) == 1:
+        return build_retrieval_service(groups[0][0], also=groups[0][1:])
+    return FederatedRetrieval(members=tuple(
+        (build_retrieval_service(group[0], also=group[1:]), tuple(kb.pk for kb in group)) for group in groups
+    ))
+
+
+def build_scope_faqs(kbs: Sequence[KnowledgeBase]) -> FaqSearch:
+    groups = grouped_by_space(kbs, space=space_of)
+    if len(groups) == 1:
+        return build_faq_retrieval(groups[0][0], also=groups[0][1:])
+    return FederatedFaqs(members=tuple(
+        (build_faq_retrieval(group[0], also=group[1:]), tuple(kb.pk for kb in group)) for group in groups
+    ))
+
+
+def _dictionary(kb: KnowledgeBase, also: Sequence[KnowledgeBase]) -> tuple[str, ...]:
+    """Every base's domain terms: the query is analysed once for all of them."""
+    if not also:
+        return kb.dictionary_terms
+    return tuple(dict.fromkeys(term for base in (kb, *also) for term in base.dictionary_terms))
+
+
 def retrieve_for_user(*, user, knowledge_base_id: str, question: str, **options) -> RetrievalResponse:
     """The permission-checked entry point of the API and the admin hit test."""
     kb = access_knowledge_base(user=user, kb_id=knowledge_base_id)
@@ -84,7 +120,7 @@ def retrieve_for_user(*, user, knowledge_base_id: str, question: str, **options)
     return build_retrieval_service(kb).retrieve(request)
 
 
-def _build(kb: KnowledgeBase) -> RetrievalService:
+def _build(kb: KnowledgeBase, *, dictionary: tuple[str, ...]) -> RetrievalService:
     # A model that cannot write (the local extractive one) cannot write a hypothetical answer:
     # HyDE is then reported as unavailable instead of failing on every request.
     hyde_model = None
@@ -97,7 +133,7 @@ def _build(kb: KnowledgeBase) -> RetrievalService:
         repository=DjangoRepository(),
         embedder=get_embedder(kb.embedding_model, kb.embedding_dimension),
         store=store_for(kb),
-        dictionary=kb.dictionary_terms,
+        dictionary=dictionary,
         rewriter=_optional(get_rewriter, "rewriter"),
         reranker=_optional(get_reranker, "reranker"),
         hyde_model=hyde_model,

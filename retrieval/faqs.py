@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
@@ -51,6 +51,12 @@ class FaqSearchRequest:
     top_k: int = 5
     candidate_k: int = 20
     use_cache: bool = True
+    # More knowledge bases whose FAQs compete with `kb_id`'s in one ranking (access checked).
+    also_kb_ids: tuple[int, ...] = ()
+
+    @property
+    def kb_ids(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys((self.kb_id, *self.also_kb_ids)))
 
 
 @dataclass(frozen=True)
@@ -90,8 +96,8 @@ class FaqRetrieval:
         executor: ThreadPoolExecutor,
         cache: RetrievalCache | None = None,
         epochs: EpochReader | None = None,
-        load_faqs: Callable[[int, list[int]], dict[int, dict]] | None = None,
-        has_faqs: Callable[[int], bool] | None = None,
+        load_faqs: Callable[[Sequence[int], list[int]], dict[int, dict]] | None = None,
+        kbs_with_faqs: Callable[[Sequence[int]], set[int]] | None = None,
         dictionary: tuple[str, ...] = (),
     ) -> None:
         self.embedder = embedder
@@ -101,26 +107,29 @@ class FaqRetrieval:
         self.cache = cache if epochs is not None else None
         self.epochs = epochs
         self.load_faqs = load_faqs or load_enabled_faqs
-        self.has_faqs = has_faqs or has_enabled_faqs
+        self.kbs_with_faqs = kbs_with_faqs or kbs_with_enabled_faqs
 
     def search(self, request: FaqSearchRequest, *, cancel: threading.Event | None = None) -> FaqSearchResponse:
         started = time.perf_counter()
         events: list[CacheEvent] = []
         timings: list[StageTiming] = []
         try:
-            curated = self.has_faqs(request.kb_id)
+            curated = self.kbs_with_faqs(request.kb_ids)
         except DatabaseError as exc:
             raise FactsUnavailable(_("FAQ 数据暂时无法读取，请稍后重试。")) from exc
-        if not curated:
+        # Only the knowledge bases that have FAQs are searched (and key the cache).
+        kb_ids = tuple(kb_id for kb_id in request.kb_ids if kb_id in curated)
+        if not kb_ids:
             # Most questions of a KB without FAQs would pay for an embedding and two searches
             # that cannot find anything (and BM25 over an empty collection is undefined).
             return self._response(request, (), events, [], [], timings, started)
         key = None
         if request.use_cache and self.cache is not None:
-            epoch, from_l1 = self.epochs(request.kb_id)
+            epochs = [(kb_id, *self.epochs(kb_id)) for kb_id in kb_ids]
+            from_l1 = all(hit for _, _, hit in epochs)
             events.append(CacheEvent("epoch", from_l1, "l1" if from_l1 else "l3"))
             key = l2.faq_candidates_key(
-                kb=request.kb_id, epoch=epoch, variants=list(request.variants), top_k=request.top_k,
+                kb=[[kb_id, epoch] for kb_id, epoch, _ in epochs], variants=list(request.variants), top_k=request.top_k,
                 candidate_k=request.candidate_k, embedding=[self.embedder.model, self.embedder.dimension],
                 dictionary=list(self.dictionary),
             )
@@ -132,11 +141,11 @@ class FaqRetrieval:
 
         errors: list[ChannelError] = []
         degradations: list[str] = []
-        lists = self._recall(request, errors, degradations, timings, events, cancel)
+        lists = self._recall(request, kb_ids, errors, degradations, timings, events, cancel)
         fused = reciprocal_rank_fusion(lists, limit=request.candidate_k)
         stage = time.perf_counter()
         try:
-            rows = self.load_faqs(request.kb_id, [hit.id for hit in fused])
+            rows = self.load_faqs(kb_ids, [hit.id for hit in fused])
         except DatabaseError as exc:
             raise FactsUnavailable(_("FAQ 数据暂时无法读取，请稍后重试。")) from exc
         timings.append(StageTiming("faq_rows", _ms(stage)))
@@ -148,11 +157,11 @@ class FaqRetrieval:
             self.cache.set(key, [asdict(hit) for hit in hits], ttl=self.cache.candidates_ttl)
         return self._response(request, tuple(hits), events, errors, degradations, timings, started)
 
-    def _recall(self, request, errors, degradations, timings, events, cancel) -> dict[str, list[RankedHit]]:
+    def _recall(self, request, kb_ids, errors, degradations, timings, events, cancel) -> dict[str, list[RankedHit]]:
         jobs: dict[str, Callable[[], list[RankedHit]]] = {}
         for label, variant in zip(("original", "rewrite", "variant2", "variant3"), request.variants):
-            jobs[f"faq_dense:{label}"] = self._dense_job(request, variant, events)
-            jobs[f"faq_sparse:{label}"] = self._sparse_job(request, variant)
+            jobs[f"faq_dense:{label}"] = self._dense_job(request, kb_ids, variant, events)
+            jobs[f"faq_sparse:{label}"] = self._sparse_job(request, kb_ids, variant)
         results, failures = run_channels(jobs, executor=self.executor, cancel=cancel)
         lists: dict[str, list[RankedHit]] = {}
         for name in jobs:
@@ -166,18 +175,20 @@ class FaqRetrieval:
             degradations.append("faq_search_failed")
         return lists
 
-    def _dense_job(self, request: FaqSearchRequest, text: str, events: list[CacheEvent]):
+    def _dense_job(self, request: FaqSearchRequest, kb_ids: tuple[int, ...], text: str, events: list[CacheEvent]):
         def job() -> list[RankedHit]:
             vector = self._query_vector(text, events, use_cache=request.use_cache)
-            hits = self.store.search_faq_dense(kb_id=request.kb_id, vector=vector, limit=request.candidate_k)
+            hits = self.store.search_faq_dense(kb_id=kb_ids[0], vector=vector, limit=request.candidate_k,
+                                               also_kb_ids=kb_ids[1:])
             return _per_faq(hits)
 
         return job
 
-    def _sparse_job(self, request: FaqSearchRequest, text: str):
+    def _sparse_job(self, request: FaqSearchRequest, kb_ids: tuple[int, ...], text: str):
         def job() -> list[RankedHit]:
             hits = self.store.search_faq_sparse(
-                kb_id=request.kb_id, query=text, limit=request.candidate_k, dictionary=self.dictionary
+                kb_id=kb_ids[0], query=text, limit=request.candidate_k, dictionary=self.dictionary,
+                also_kb_ids=kb_ids[1:],
             )
             return _per_faq(hits)
 
@@ -206,17 +217,22 @@ class FaqRetrieval:
         )
 
 
-def has_enabled_faqs(kb_id: int) -> bool:
-    return FAQ.objects.filter(knowledge_base_id=kb_id, enabled=True).exists()
+def kbs_with_enabled_faqs(kb_ids: Sequence[int]) -> set[int]:
+    if len(kb_ids) == 1:
+        return set(kb_ids) if FAQ.objects.filter(knowledge_base_id=kb_ids[0], enabled=True).exists() else set()
+    return set(
+        FAQ.objects.filter(knowledge_base_id__in=list(kb_ids), enabled=True)
+        .values_list("knowledge_base_id", flat=True).distinct()
+    )
 
 
-def load_enabled_faqs(kb_id: int, faq_ids: list[int]) -> dict[int, dict]:
+def load_enabled_faqs(kb_ids: Sequence[int], faq_ids: list[int]) -> dict[int, dict]:
     if not faq_ids:
         return {}
     return {
         row["id"]: row
-        for row in FAQ.objects.filter(knowledge_base_id=kb_id, pk__in=faq_ids, enabled=True).values(
-            "id", "question", "similar_questions", "answer", "source_tag"
+        for row in FAQ.objects.filter(knowledge_base_id__in=list(kb_ids), pk__in=faq_ids, enabled=True).values(
+            "id", "knowledge_base_id", "question", "similar_questions", "answer", "source_tag"
         )
     }
 
@@ -254,6 +270,7 @@ def _score(question: str, fused, rows: dict[int, dict], *, dense: dict[int, floa
                     answer=row["answer"], score=round(best_score, 6), rank_sources=hit.sources,
                     exact=exact, source_tag=row["source_tag"],
                     semantic=_semantic((dense or {}).get(hit.id), calibration),
+                    kb_id=row["knowledge_base_id"],
                 ),
             )
         )

@@ -12,12 +12,22 @@ from typing import Protocol
 
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.urls import reverse
 
-from knowledge.models import Chunk, Document, DocumentAsset, KnowledgeBase, KnowledgeBaseVersion
+from knowledge.models import (
+    Chunk,
+    Document,
+    DocumentAsset,
+    KnowledgeBase,
+    KnowledgeBaseVersion,
+)
 from knowledge.previews import has_preview
-from knowledge.selectors import ready_documents_of_active_version, ready_documents_of_version
+from knowledge.selectors import (
+    ready_documents_of_active_version,
+    ready_documents_of_active_versions,
+    ready_documents_of_version,
+)
 
 from .contracts import AssetRef, FactsUnavailable
 
@@ -48,12 +58,19 @@ class ChunkRow:
     token_count: int
     asset_ids: tuple[int, ...]
     preview_url: str | None = None
+    kb_id: int = 0
 
 
 class Repository(Protocol):
     def ready_facts(
         self, *, kb_id: int, document_ids: Sequence[int] | None, version_id: int | None = None
     ) -> ReadyFacts: ...
+
+    def ready_facts_many(
+        self, *, kb_ids: Sequence[int], document_ids: Sequence[int] | None
+    ) -> dict[int, ReadyFacts]:
+        """The active versions' facts of several knowledge bases, in a fixed number of queries."""
+        ...
 
     def load_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
 
@@ -65,6 +82,7 @@ class Repository(Protocol):
 _CHUNK_FIELDS = (
     "id", "document_id", "document__title", "ordinal", "parent_id", "heading_path", "locator",
     "content_type", "content", "token_count", "asset_ids", "bboxes", "document__file_type",
+    "document__knowledge_base_id",
 )
 
 
@@ -81,6 +99,7 @@ def _row(values: dict) -> ChunkRow:
         content=values["content"],
         token_count=values["token_count"],
         asset_ids=tuple(values["asset_ids"] or ()),
+        kb_id=values["document__knowledge_base_id"],
         preview_url=(
             reverse("chunk-preview", args=[values["id"]])
             if has_preview(file_type=values["document__file_type"], bboxes=values["bboxes"])
@@ -97,10 +116,9 @@ class DjangoRepository:
     ) -> ReadyFacts:
         try:
             kb = KnowledgeBase.objects.select_related("active_version").get(pk=kb_id)
-            scope = kb.visibility
-            if kb.visibility == "restricted":
-                groups = sorted(kb.allowed_groups.values_list("pk", flat=True))
-                scope = f"restricted:{','.join(map(str, groups))}"
+            scope = _visibility_scope(
+                kb, sorted(kb.allowed_groups.values_list("pk", flat=True)) if kb.visibility == "restricted" else ()
+            )
             if version_id is not None:
                 version = KnowledgeBaseVersion.objects.filter(pk=version_id, knowledge_base_id=kb_id).first()
                 if version is None:
@@ -125,10 +143,52 @@ class DjangoRepository:
                     )
         except DatabaseError as exc:
             raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
-        reason = ""
-        if not ready:
-            reason = "document_ids_not_ready" if document_ids is not None else "no_ready_documents"
-        return ReadyFacts(number, ready, others, scope, reason, other_count)
+        return ReadyFacts(number, ready, others, scope, _empty_reason(ready, document_ids), other_count)
+
+    def ready_facts_many(
+        self, *, kb_ids: Sequence[int], document_ids: Sequence[int] | None
+    ) -> dict[int, ReadyFacts]:
+        ids = list(dict.fromkeys(kb_ids))
+        try:
+            kbs = {
+                kb.pk: kb for kb in KnowledgeBase.objects.select_related("active_version")
+                .prefetch_related("allowed_groups").filter(pk__in=ids)
+            }
+            ready_by_kb: dict[int, set[int]] = {kb_id: set() for kb_id in ids}
+            ready_rows = ready_documents_of_active_versions(kb_ids=ids, document_ids=document_ids)
+            for pk, kb_id in ready_rows.values_list("pk", "knowledge_base_id"):
+                ready_by_kb[kb_id].add(pk)
+            totals = dict(
+                Document.objects.filter(knowledge_base_id__in=ids).values("knowledge_base_id")
+                .annotate(n=Count("pk")).values_list("knowledge_base_id", "n")
+            )
+            # "not in the others" is pushed down where that list is the shorter one.
+            shorter = [k for k in ids if 0 < totals.get(k, 0) - len(ready_by_kb[k]) < len(ready_by_kb[k])]
+            others_by_kb: dict[int, set[int]] = {kb_id: set() for kb_id in shorter}
+            if shorter:
+                everything_ready = set().union(*(ready_by_kb[k] for k in shorter))
+                rows = Document.objects.filter(knowledge_base_id__in=shorter).exclude(pk__in=everything_ready)
+                for pk, kb_id in rows.values_list("pk", "knowledge_base_id"):
+                    others_by_kb[kb_id].add(pk)
+        except DatabaseError as exc:
+            raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
+        facts: dict[int, ReadyFacts] = {}
+        for kb_id in ids:
+            kb = kbs.get(kb_id)
+            if kb is None:
+                facts[kb_id] = ReadyFacts(None, frozenset(), None, "", "no_such_knowledge_base")
+                continue
+            scope = _visibility_scope(kb, sorted(g.pk for g in kb.allowed_groups.all()))
+            if kb.active_version_id is None:
+                facts[kb_id] = ReadyFacts(None, frozenset(), None, scope, "no_active_version")
+                continue
+            ready = frozenset(ready_by_kb[kb_id])
+            others = others_by_kb.get(kb_id)
+            facts[kb_id] = ReadyFacts(
+                kb.active_version.number, ready, frozenset(others) if others is not None else None, scope,
+                _empty_reason(ready, document_ids), totals.get(kb_id, 0) - len(ready) if ready else 0,
+            )
+        return facts
 
     def load_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         ids = list(ids)
@@ -170,3 +230,17 @@ class DjangoRepository:
             )
             for a in assets
         }
+
+
+def _visibility_scope(kb: KnowledgeBase, groups: Sequence[int]) -> str:
+    """Who may read the knowledge base, as part of its cache keys: a change of audience must
+    not serve what was cached for the previous one."""
+    if kb.visibility == "restricted":
+        return f"restricted:{','.join(map(str, groups))}"
+    return kb.visibility
+
+
+def _empty_reason(ready: frozenset[int], document_ids: Sequence[int] | None) -> str:
+    if ready:
+        return ""
+    return "document_ids_not_ready" if document_ids is not None else "no_ready_documents"

@@ -133,6 +133,7 @@ class RetrievalResultOutput(serializers.Serializer):
         min_value=0.0, max_value=1.0, allow_null=True,
         help_text="The calibrated dense part of relevance alone; null without a calibrated embedder.",
     )
+    kb_id = serializers.IntegerField(help_text="The knowledge base the chunk belongs to.")
 
 
 class StageTimingOutput(serializers.Serializer):
@@ -153,6 +154,14 @@ class CacheSummaryOutput(serializers.Serializer):
     events = CacheEventOutput(many=True)
 
 
+class KbScopeTraceOutput(serializers.Serializer):
+    kb_id = serializers.IntegerField()
+    version = serializers.IntegerField(allow_null=True)
+    cache_epoch = serializers.IntegerField(allow_null=True)
+    ready_document_count = serializers.IntegerField()
+    empty_reason = serializers.CharField(allow_blank=True)
+
+
 class RetrievalTraceOutput(serializers.Serializer):
     kb_id = serializers.IntegerField()
     embedding_model = serializers.CharField(allow_blank=True)
@@ -171,6 +180,9 @@ class RetrievalTraceOutput(serializers.Serializer):
     empty_reason = serializers.CharField(allow_blank=True)
     total_ms = serializers.FloatField()
     notes = serializers.ListField(child=serializers.CharField())
+    knowledge_bases = KbScopeTraceOutput(
+        many=True, required=False, help_text="Each knowledge base of a question over several, the asked one first."
+    )
 
 
 class ExplainOutput(serializers.Serializer):

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from django.conf import settings
 from django.utils.translation import gettext as _
@@ -33,6 +34,7 @@ from engines.ports import (
     ChatModel,
     DocumentFilter,
     Embedder,
+    KbDocuments,
     ProviderError,
     QueryRewriter,
     Reranker,
@@ -48,6 +50,7 @@ from .contracts import (
     CacheSummary,
     ChannelError,
     FactsUnavailable,
+    KbScopeTrace,
     RetrievalCancelled,
     RetrievalRequest,
     RetrievalResponse,
@@ -101,6 +104,70 @@ class _Run:
         return round((time.perf_counter() - self.started) * 1000, 2)
 
 
+@dataclass(frozen=True)
+class _Filters:
+    """What the vector store may return: the first knowledge base that has READY documents,
+    then the others (`KbDocuments`), each with the shorter form of its document filter."""
+
+    first: KbDocuments
+    also: tuple[KbDocuments, ...]
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """The READY facts of every knowledge base a question reads, `kb_ids[0]` the asked one."""
+
+    kb_ids: tuple[int, ...]
+    facts: dict[int, ReadyFacts]
+
+    @property
+    def primary(self) -> ReadyFacts:
+        return self.facts[self.kb_ids[0]]
+
+    @cached_property
+    def ready_ids(self) -> frozenset[int]:
+        if len(self.kb_ids) == 1:
+            return self.primary.ready_ids
+        return frozenset().union(*(facts.ready_ids for facts in self.facts.values()))
+
+    @property
+    def empty_reason(self) -> str:
+        if self.ready_ids:
+            return ""
+        return self.primary.empty_reason or "no_ready_documents"
+
+    def document_filters(self) -> tuple[_Filters, str]:
+        """The filters, and which expression went to the store ("in", "not_in", "none", or
+        "mixed" when knowledge bases differ)."""
+        scopes: list[KbDocuments] = []
+        kinds: list[str] = []
+        for kb_id in self.kb_ids:
+            facts = self.facts[kb_id]
+            if facts.ready_ids:
+                documents, kind = _document_filter(facts)
+                scopes.append(KbDocuments(kb_id, documents))
+                kinds.append(kind)
+        kind = kinds[0] if len(set(kinds)) == 1 else "mixed"
+        return _Filters(first=scopes[0], also=tuple(scopes[1:])), kind
+
+    def traces(self, epochs: dict[int, int]) -> tuple[KbScopeTrace, ...]:
+        return tuple(
+            KbScopeTrace(kb_id=kb_id, version=self.facts[kb_id].version, cache_epoch=epochs.get(kb_id),
+                         ready_document_count=len(self.facts[kb_id].ready_ids),
+                         empty_reason=self.facts[kb_id].empty_reason)
+            for kb_id in self.kb_ids
+        )
+
+
+def _document_filter(facts: ReadyFacts) -> tuple[DocumentFilter, str]:
+    """Push down the shorter of `document_id in READY` / `not in the rest` (kb always)."""
+    if facts.other_count <= 0:
+        return DocumentFilter(exclude=()), "none"
+    if facts.other_ids is not None and len(facts.other_ids) < len(facts.ready_ids):
+        return DocumentFilter(exclude=tuple(sorted(facts.other_ids))), "not_in"
+    return DocumentFilter(include=tuple(sorted(facts.ready_ids))), "in"
+
+
 def _context_variants(request: RetrievalRequest) -> list[str]:
     return [v for v in dict.fromkeys(request.context_variants) if v.strip() and v != request.question]
 
@@ -141,43 +208,44 @@ class RetrievalService:
     ) -> RetrievalResponse:
         run = _Run()
         started = time.perf_counter()
-        facts = self.repository.ready_facts(
-            kb_id=request.kb_id, document_ids=request.document_ids, version_id=request.version_id
-        )
+        scope = self._scope(request)
         run.timed("facts", started)
-        if not facts.ready_ids:
+        if not scope.ready_ids:
             # Nothing may answer: return at once, no model, no vector store, no cache.
-            return self._response(request, facts, run, results=(), variants=(request.question,),
-                                  epoch=None, document_filter="none", empty_reason=facts.empty_reason)
+            return self._response(request, scope, run, results=(), variants=(request.question,),
+                                  epochs={}, document_filter="none", empty_reason=scope.empty_reason)
         self._check(cancel)
 
-        epoch = None
+        epochs: dict[int, int] = {}
         key = None
         # A chosen version (a draft under evaluation) never shares the active version's cache.
         if request.use_cache and request.version_id is None and self.cache is not None:
             started = time.perf_counter()
-            epoch, from_l1 = self.epochs(request.kb_id)
+            from_l1 = True
+            for kb_id in scope.kb_ids:
+                epochs[kb_id], hit = self.epochs(kb_id)
+                from_l1 = from_l1 and hit
             run.events.append(CacheEvent("epoch", from_l1, "l1" if from_l1 else "l3"))
-            key = self._candidates_key(request, facts, epoch)
+            key = self._candidates_key(request, scope, epochs)
             cached = self.cache.get(key)
             run.events.append(CacheEvent("doc_retrieval", cached is not None, "doc"))
             run.timed("cache_lookup", started)
             if cached is not None:
                 results = tuple(
                     RetrievalResult.from_dict(item) for item in cached["results"]
-                    if item["document_id"] in facts.ready_ids
+                    if item["document_id"] in scope.ready_ids
                 )
-                return self._response(request, facts, run, results=results,
-                                      variants=tuple(cached["variants"]), epoch=epoch,
+                return self._response(request, scope, run, results=results,
+                                      variants=tuple(cached["variants"]), epochs=epochs,
                                       document_filter=cached["document_filter"])
 
         variants = self._variants(request, run)
         self._check(cancel)
 
-        documents, filter_kind = self._document_filter(facts)
+        documents, filter_kind = scope.document_filters()
         lists = self._recall(request, variants, documents, run, cancel)
         lists = {
-            name: [hit for hit in hits if hit.document_id in facts.ready_ids]
+            name: [hit for hit in hits if hit.document_id in scope.ready_ids]
             for name, hits in lists.items()
         }
         self._check(cancel)
@@ -195,8 +263,8 @@ class RetrievalService:
         ranked = self._cut(request, ranked, run)
 
         results = self._build_results(request, ranked, rows, run)
-        response = self._response(request, facts, run, results=results, variants=tuple(variants),
-                                  epoch=epoch, document_filter=filter_kind)
+        response = self._response(request, scope, run, results=results, variants=tuple(variants),
+                                  epochs=epochs, document_filter=filter_kind)
         if key is not None and not run.degradations:
             # A degraded result (a channel or the reranker down) must not be served as the
             # healthy one for the next 10 minutes.
@@ -211,14 +279,32 @@ class RetrievalService:
             )
         return response
 
+    def _scope(self, request: RetrievalRequest) -> _Scope:
+        if len(request.kb_ids) == 1:
+            facts = self.repository.ready_facts(
+                kb_id=request.kb_id, document_ids=request.document_ids, version_id=request.version_id
+            )
+            return _Scope(kb_ids=request.kb_ids, facts={request.kb_id: facts})
+        return _Scope(
+            kb_ids=request.kb_ids,
+            facts=self.repository.ready_facts_many(kb_ids=request.kb_ids, document_ids=request.document_ids),
+        )
+
     # --- stages ---------------------------------------------------------------------------------
 
-    def _candidates_key(self, request: RetrievalRequest, facts: ReadyFacts, epoch: int) -> str:
+    def _candidates_key(self, request: RetrievalRequest, scope: _Scope, epochs: dict[int, int]) -> str:
+        facts = scope.primary
         return l2.candidates_key(
             kb=request.kb_id,
             version=facts.version,
-            epoch=epoch,
+            epoch=epochs[request.kb_id],
             scope=facts.visibility_scope,
+            # Each further knowledge base's own version, epoch and audience: publishing or
+            # editing any one of them makes the combined entry unreachable.
+            also=[
+                [kb_id, scope.facts[kb_id].version, epochs[kb_id], scope.facts[kb_id].visibility_scope]
+                for kb_id in scope.kb_ids[1:]
+            ],
             documents=sorted(request.document_ids) if request.document_ids is not None else None,
             question=request.question if not request.context_variants else [request.question, *request.context_variants],
             top_k=request.top_k,
@@ -269,15 +355,6 @@ class RetrievalService:
         run.timed("rewrite", started)
         return variants
 
-    @staticmethod
-    def _document_filter(facts: ReadyFacts) -> tuple[DocumentFilter, str]:
-        """Push down the shorter of `document_id in READY` / `not in the rest` (kb always)."""
-        if facts.other_count <= 0:
-            return DocumentFilter(exclude=()), "none"
-        if facts.other_ids is not None and len(facts.other_ids) < len(facts.ready_ids):
-            return DocumentFilter(exclude=tuple(sorted(facts.other_ids))), "not_in"
-        return DocumentFilter(include=tuple(sorted(facts.ready_ids))), "in"
-
     def _recall(self, request, variants, documents, run: _Run, cancel) -> dict[str, list[RankedHit]]:
         given = len(_context_variants(request))
         labels = ["original", *(f"context{i + 1 if i else ''}" for i in range(given)), "rewrite"]
@@ -318,27 +395,28 @@ class RetrievalService:
             )
         return lists
 
-    def _dense_job(self, request, text: str, documents: DocumentFilter, run: _Run):
+    def _dense_job(self, request, text: str, documents: _Filters, run: _Run):
         def job() -> list[RankedHit]:
             vector = self._query_vector(text, run, use_cache=request.use_cache)
             hits = self.store.search_dense(
-                kb_id=request.kb_id, vector=vector, limit=request.candidate_k, documents=documents
+                kb_id=documents.first.kb_id, vector=vector, limit=request.candidate_k,
+                documents=documents.first.documents, also=documents.also,
             )
             return [RankedHit(h.id, h.document_id, h.score) for h in hits]
 
         return job
 
-    def _sparse_job(self, request, text: str, documents: DocumentFilter):
+    def _sparse_job(self, request, text: str, documents: _Filters):
         def job() -> list[RankedHit]:
             hits = self.store.search_sparse(
-                kb_id=request.kb_id, query=text, limit=request.candidate_k, documents=documents,
-                dictionary=self.dictionary,
+                kb_id=documents.first.kb_id, query=text, limit=request.candidate_k,
+                documents=documents.first.documents, dictionary=self.dictionary, also=documents.also,
             )
             return [RankedHit(h.id, h.document_id, h.score) for h in hits]
 
         return job
 
-    def _hyde_job(self, request, documents: DocumentFilter, run: _Run):
+    def _hyde_job(self, request, documents: _Filters, run: _Run):
         def job() -> list[RankedHit]:
             hypothetical = self.hyde_model.complete(
                 [ChatMessage("user", HYDE_PROMPT.format(question=request.question))],
@@ -348,7 +426,8 @@ class RetrievalService:
                 return []
             vector = self.embedder.embed_query(f"{request.question}\n{hypothetical}")
             hits = self.store.search_dense(
-                kb_id=request.kb_id, vector=vector, limit=request.candidate_k, documents=documents
+                kb_id=documents.first.kb_id, vector=vector, limit=request.candidate_k,
+                documents=documents.first.documents, also=documents.also,
             )
             return [RankedHit(h.id, h.document_id, h.score) for h in hits]
 
@@ -452,6 +531,7 @@ class RetrievalService:
                     fusion_score=round(fusion_score, 6),
                     rerank_score=None if rerank_score is None else round(rerank_score, 6),
                     preview_url=row.preview_url,
+                    kb_id=row.kb_id or request.kb_id,
                     relevance=relevance(
                         mode=request.mode,
                         lexical=lexical_relevance(
@@ -467,16 +547,16 @@ class RetrievalService:
             )
         return tuple(results)
 
-    def _response(self, request, facts: ReadyFacts, run: _Run, *, results, variants, epoch,
+    def _response(self, request, scope: _Scope, run: _Run, *, results, variants, epochs: dict[int, int],
                   document_filter: str, empty_reason: str = "") -> RetrievalResponse:
         hits = sum(1 for e in run.events if e.hit)
         trace = RetrievalTrace(
             kb_id=request.kb_id,
-            version=facts.version,
-            cache_epoch=epoch,
+            version=scope.primary.version,
+            cache_epoch=epochs.get(request.kb_id),
             mode=request.mode,
             query_variants=tuple(variants),
-            ready_document_count=len(facts.ready_ids),
+            ready_document_count=len(scope.ready_ids),
             document_filter=document_filter,
             candidate_counts=dict(run.counts),
             stage_timings=tuple(run.timings),
@@ -493,6 +573,7 @@ class RetrievalService:
             notes=tuple(run.notes),
             embedding_model=self.embedder.model,
             fusion=run.fusion,
+            knowledge_bases=scope.traces(epochs) if len(scope.kb_ids) > 1 else (),
         )
         return RetrievalResponse(results=tuple(results), trace=trace)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from chat.contracts import Citation, SupportSpan
 from engines.lexical import content_terms, coverage, sentence_spans
@@ -26,7 +27,17 @@ _CITATION = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
 _IMAGE = re.compile(r"!\[[^\]\n]*\]\(asset://\d+\)")
 
 
-def build_citations(items: tuple[ContextItem, ...], *, question: str) -> tuple[Citation, ...]:
+@dataclass(frozen=True)
+class SourceBase:
+    """How a citation names the knowledge base its source belongs to."""
+
+    slug: str
+    name: str
+
+
+def build_citations(
+    items: tuple[ContextItem, ...], *, question: str, bases: Mapping[int, SourceBase] = MappingProxyType({})
+) -> tuple[Citation, ...]:
     terms = content_terms(question)
     citations = []
     for item in items:
@@ -42,6 +53,7 @@ def build_citations(items: tuple[ContextItem, ...], *, question: str) -> tuple[C
                     number=item.number, kind="faq", title=item.faq.question, text=item.text,
                     score=item.faq.score, relevance=round(item.relevance.score, 4),
                     faq_id=item.faq.faq_id, content_type="faq", spans=spans,
+                    **_base_fields(bases, item.faq.kb_id),
                 )
             )
             continue
@@ -55,12 +67,18 @@ def build_citations(items: tuple[ContextItem, ...], *, question: str) -> tuple[C
                 content_type=result.content_type, context_chunk_ids=tuple(result.context_chunk_ids),
                 preview_url=getattr(result, "preview_url", None),
                 assets=tuple(a.as_dict() for a in result.assets), spans=spans,
+                **_base_fields(bases, result.kb_id),
             )
         )
     return tuple(citations)
 
 
-def faq_citation(hit, *, number: int = 1) -> Citation:
+def _base_fields(bases: Mapping[int, SourceBase], kb_id: int) -> dict[str, str]:
+    base = bases.get(kb_id)
+    return {"knowledge_base": base.slug, "knowledge_base_name": base.name} if base is not None else {}
+
+
+def faq_citation(hit, *, number: int = 1, bases: Mapping[int, SourceBase] = MappingProxyType({})) -> Citation:
     """The one source of a FAQ answered directly: the curated answer itself."""
     text = f"常见问题：{hit.question}\n标准答案：{hit.answer}"
     start = text.index("标准答案：") + len("标准答案：")
@@ -69,6 +87,7 @@ def faq_citation(hit, *, number: int = 1) -> Citation:
         relevance=hit.score, faq_id=hit.faq_id, content_type="faq", cited=True,
         spans=(SupportSpan(line=0, chunk_id=None, start=-1, end=-1, text_start=start, text_end=len(text),
                            text=text[start:]),),
+        **_base_fields(bases, hit.kb_id),
     )
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from engines.lexical import asks_quantity, codes_and_numbers, normalise
 from knowledge.models import KnowledgeBase
 from retrieval.contracts import FaqHit
-from retrieval.faqs import FaqRetrieval, FaqSearchRequest, FaqSearchResponse
+from retrieval.faqs import FaqSearchRequest, FaqSearchResponse
+from retrieval.federation import FaqSearch
 
 from .preparation import Preparation
 from .routing import RouteDecision
@@ -42,8 +43,8 @@ class FaqStage:
 
 
 def search_faq(
-    *, question: str, kb: KnowledgeBase, prepared: Preparation, route: RouteDecision, faqs: FaqRetrieval,
-    cancel: threading.Event,
+    *, question: str, kb: KnowledgeBase, prepared: Preparation, route: RouteDecision, faqs: FaqSearch,
+    cancel: threading.Event, also_kb_ids: tuple[int, ...] = (),
 ) -> FaqStage:
     """`question` is the turn's own (the route's fast path searched it); the stage searches what
     preparation made of it."""
@@ -60,6 +61,7 @@ def search_faq(
         response = faqs.search(
             FaqSearchRequest(
                 kb_id=kb.pk,
+                also_kb_ids=also_kb_ids,
                 variants=prepared.variants,
                 top_k=prepared.plan.faq_top_k,
                 candidate_k=prepared.plan.faq_candidate_k,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -30,15 +30,14 @@ from django.utils.translation import gettext as _
 
 from engines.ports import AsyncChatStream, ChatMessage, ChatModel, ProviderError
 from engines.providers import get_chat_model
-from knowledge.access import access_knowledge_base
+from knowledge.access import access_knowledge_base, access_knowledge_bases
 from knowledge.models import KnowledgeBase
 from knowledge.selectors import chunk_contents
 from ragsite.db import release_connection
 from ragsite.errors import DomainError
 from retrieval.contracts import RetrievalCancelled, RetrievalError, RetrievalRequest
-from retrieval.factory import build_faq_retrieval, build_retrieval_service
-from retrieval.faqs import FaqRetrieval
-from retrieval.service import RetrievalService
+from retrieval.factory import build_scope_faqs, build_scope_retrieval
+from retrieval.federation import DocumentSearch, FaqSearch
 
 from .. import selectors, services
 from ..access import access_conversation
@@ -98,8 +97,9 @@ class RAGService:
     def __init__(
         self,
         *,
-        retrieval: Callable[[KnowledgeBase], RetrievalService] = build_retrieval_service,
-        faqs: Callable[[KnowledgeBase], FaqRetrieval] = build_faq_retrieval,
+        # Given the knowledge bases a question reads, the asked one first.
+        retrieval: Callable[[Sequence[KnowledgeBase]], DocumentSearch] = build_scope_retrieval,
+        faqs: Callable[[Sequence[KnowledgeBase]], FaqSearch] = build_scope_faqs,
         chat_model: Callable[[], ChatModel] = get_chat_model,
         rules: Callable[[], Rules] = load_rules,
     ) -> None:
@@ -153,6 +153,7 @@ class RAGService:
                 code="question_too_long", http_status=400,
             )
         kb = access_knowledge_base(user=requester.user, kb_id=query.knowledge_base_id)
+        also_kbs = self._also_kbs(query, requester, kb)
         conversation = self._conversation(query, requester, kb)
         rules = self._rules()
 
@@ -173,7 +174,7 @@ class RAGService:
             query=query, requester=requester, kb=kb, question=question, conversation=conversation,
             user_message_id=user_message.pk, history=history, cancel=cancel or threading.Event(),
             started=received, kb_version=kb.active_version.number if kb.active_version_id else None,
-            rules=rules,
+            rules=rules, also_kbs=also_kbs,
         )
 
     def prepare(self, turn: TurnState) -> Generator[Event, None, PendingAnswer | None]:
@@ -184,8 +185,8 @@ class RAGService:
             kb_id=turn.kb.slug, kb_name=turn.kb.name, kb_version=turn.kb_version, data_scope=turn.data_scope,
         )
         # Built inside the turn: a knowledge base the deployment cannot serve is a traced failure.
-        retrieval = self._retrieval(turn.kb)
-        faqs = self._faqs(turn.kb)
+        retrieval = self._retrieval(turn.scope)
+        faqs = self._faqs(turn.scope)
         return (yield from self._stages(turn, rules=turn.rules, retrieval=retrieval, faqs=faqs))
 
     def stream(self, pending: PendingAnswer) -> Iterator[Event]:
@@ -260,11 +261,12 @@ class RAGService:
 
     # --- stages 1–7 -------------------------------------------------------------------------
 
-    def _stages(self, turn: TurnState, *, rules: Rules, retrieval: RetrievalService,
-                faqs: FaqRetrieval) -> Generator[Event, None, PendingAnswer | None]:
+    def _stages(self, turn: TurnState, *, rules: Rules, retrieval: DocumentSearch,
+                faqs: FaqSearch) -> Generator[Event, None, PendingAnswer | None]:
         yield Status("route", _("正在进行查询路由..."))
         with turn.stage("route"):
-            route = decide_route(question=turn.question, kb=turn.kb, rules=rules, faqs=faqs, cancel=turn.cancel)
+            route = decide_route(question=turn.question, kb=turn.kb, also_kb_ids=turn.also_kb_ids, rules=rules,
+                                 faqs=faqs, cancel=turn.cancel)
         turn.route = route
         if route.fast_faq is not None:
             turn.record_search(cache=route.fast_faq.cache, degradations=route.fast_faq.degradations)
@@ -274,7 +276,8 @@ class RAGService:
             return None
         if route.route == Route.FAQ_EXACT:
             yield from self._single_answer(turn, hit_type=HitType.FAQ_EXACT, answer=route.answer,
-                                           intent=route.intent, citations=(faq_citation(route.faq_hit),),
+                                           intent=route.intent,
+                                           citations=(faq_citation(route.faq_hit, bases=turn.bases),),
                                            top_score=1.0, faq_ids=(route.faq_hit.faq_id,))
             return None
 
@@ -294,8 +297,8 @@ class RAGService:
 
         yield Status("faq_search", _("正在检索业务 FAQ 知识库..."))
         with turn.stage("faq_search"):
-            faq_stage = search_faq(question=turn.question, kb=turn.kb, prepared=prepared, route=route,
-                                   faqs=faqs, cancel=turn.cancel)
+            faq_stage = search_faq(question=turn.question, kb=turn.kb, also_kb_ids=turn.also_kb_ids,
+                                   prepared=prepared, route=route, faqs=faqs, cancel=turn.cancel)
         turn.faq = faq_stage
         if not faq_stage.reused_fast_path:
             turn.record_search(cache=faq_stage.response.cache, degradations=faq_stage.response.degradations)
@@ -303,7 +306,7 @@ class RAGService:
             hit = faq_stage.direct
             hit_type = HitType.FAQ_EXACT if faq_stage.direct_kind == "exact" else HitType.FAQ_DIRECT
             yield from self._single_answer(turn, hit_type=hit_type, answer=hit.answer, intent=prepared.intent,
-                                           citations=(faq_citation(hit),), top_score=hit.score,
+                                           citations=(faq_citation(hit, bases=turn.bases),), top_score=hit.score,
                                            faq_ids=(hit.faq_id,))
             return None
         turn.check_cancelled()
@@ -311,7 +314,7 @@ class RAGService:
         yield Status("doc_search", _("正在匹配相关业务资料..."))
         release_connection()
         with turn.stage("doc_search"):
-            documents = retrieval.retrieve(_retrieval_request(turn.kb, prepared), cancel=turn.cancel)
+            documents = retrieval.retrieve(_retrieval_request(turn, prepared), cancel=turn.cancel)
         turn.record_search(cache=documents.trace.cache, degradations=documents.trace.degradations)
         turn.documents = documents
         turn.check_cancelled()
@@ -322,7 +325,7 @@ class RAGService:
                 doc_results=documents.results, plan=prepared.plan, rules=rules.context,
                 empty_reason=documents.trace.empty_reason,
             )
-            citations = build_citations(selection.items, question=prepared.rewritten_query)
+            citations = build_citations(selection.items, question=prepared.rewritten_query, bases=turn.bases)
         turn.selection = selection
         if not selection.items:
             yield from self._single_answer(turn, hit_type=HitType.INSUFFICIENT_CONTEXT,
@@ -353,7 +356,7 @@ class RAGService:
         answer_filter = AnswerFilter(
             valid_numbers={c.number for c in citations},
             asset_ids={asset.id for item in selection.items if item.result for asset in item.result.assets},
-            link_hosts=turn.kb.link_hosts,
+            link_hosts=turn.link_hosts,
         )
         # Everything the answer needs is read; the evidence is stored on a fresh connection.
         release_connection()
@@ -382,7 +385,7 @@ class RAGService:
             tail = _filtered(
                 reference_tail(citations, limit=rules.generation.references_on_missing_citations),
                 AnswerFilter(valid_numbers=answer_filter.valid_numbers, asset_ids=set(),
-                             link_hosts=turn.kb.link_hosts),
+                             link_hosts=turn.link_hosts),
             )
             if tail:
                 turn.delivered.append(tail)
@@ -431,7 +434,7 @@ class RAGService:
         yield self._evidence(turn, hit_type=hit_type, citations=citations)
         # A FAQ's answer is text staff (or an import) wrote: the same rules as a model's answer.
         answer = _filtered(answer, AnswerFilter(valid_numbers={c.number for c in citations}, asset_ids=set(),
-                                                link_hosts=turn.kb.link_hosts))
+                                                link_hosts=turn.link_hosts))
         for start in range(0, len(answer), DIRECT_DELTA_CHARS):
             piece = answer[start:start + DIRECT_DELTA_CHARS]
             turn.mark_first_token()
@@ -506,6 +509,18 @@ class RAGService:
             raise ChatError(_("该会话属于另一个知识库。"), code="conversation_kb_mismatch", http_status=400)
         return conversation
 
+    def _also_kbs(self, query: ChatQuery, requester: Requester, kb: KnowledgeBase) -> tuple[KnowledgeBase, ...]:
+        """The further knowledge bases the question reads, each checked like the first; one the
+        requester may not read fails the whole question exactly as a missing one would."""
+        slugs = tuple(slug for slug in dict.fromkeys(query.also_knowledge_base_ids) if slug != kb.slug)
+        most = settings.RAG_MAX_KNOWLEDGE_BASES_PER_QUESTION
+        if len(slugs) + 1 > most:
+            raise ChatError(
+                _("一次提问最多可同时检索 %(n)s 个知识库。") % {"n": most},
+                code="too_many_knowledge_bases", http_status=400,
+            )
+        return access_knowledge_bases(user=requester.user, kb_ids=slugs) if slugs else ()
+
     def _model(self) -> ChatModel:
         try:
             return self._chat_model()
@@ -551,10 +566,11 @@ def _filtered(text: str, answer_filter: AnswerFilter) -> str:
     return answer_filter.feed(text) + answer_filter.flush()
 
 
-def _retrieval_request(kb: KnowledgeBase, prepared: Preparation) -> RetrievalRequest:
+def _retrieval_request(turn: TurnState, prepared: Preparation) -> RetrievalRequest:
     plan = prepared.plan
     return RetrievalRequest(
-        kb_id=kb.pk,
+        kb_id=turn.kb.pk,
+        also_kb_ids=turn.also_kb_ids,
         question=prepared.rewritten_query,
         top_k=plan.doc_top_k,
         mode=plan.mode,

@@ -18,7 +18,8 @@ from django.utils.translation import gettext as _
 from chat.contracts import IntentResult, Route
 from knowledge.models import KnowledgeBase
 from retrieval.contracts import FaqHit
-from retrieval.faqs import FaqRetrieval, FaqSearchRequest, FaqSearchResponse
+from retrieval.faqs import FaqSearchRequest, FaqSearchResponse
+from retrieval.federation import FaqSearch
 
 from .rules import Rules
 
@@ -43,7 +44,8 @@ class RouteDecision:
 
 
 def decide_route(
-    *, question: str, kb: KnowledgeBase, rules: Rules, faqs: FaqRetrieval, cancel: threading.Event
+    *, question: str, kb: KnowledgeBase, rules: Rules, faqs: FaqSearch, cancel: threading.Event,
+    also_kb_ids: tuple[int, ...] = (),
 ) -> RouteDecision:
     for rule in rules.direct:
         if rule.matches(question):
@@ -59,6 +61,7 @@ def decide_route(
     fast = faqs.search(
         FaqSearchRequest(
             kb_id=kb.pk,
+            also_kb_ids=also_kb_ids,
             variants=(question,),
             top_k=max(rules.faq_fast_path.top_k, rules.faq.top_k),
             candidate_k=rules.faq.candidate_k,

@@ -24,6 +24,7 @@ from retrieval.contracts import CacheEvent, CacheSummary, RetrievalResponse, Sta
 from .. import services
 from ..contracts import AnswerConfidence, ChatQuery, HitType, IntentResult, Requester, TurnCancelled
 from ..models import Conversation
+from .citations import SourceBase
 from .context import ContextSelection
 from .faq import FaqStage
 from .preparation import HistoryTurn, Preparation
@@ -59,6 +60,8 @@ class TurnState:
     rules: Rules
     trace_id: uuid.UUID = field(default_factory=uuid.uuid4)
     kb_version: int | None = None
+    # The other knowledge bases the question reads (access checked), never `kb` itself.
+    also_kbs: tuple[KnowledgeBase, ...] = ()
 
     # One slot per stage, in stage order; None until the stage ran.
     route: RouteDecision | None = None
@@ -105,8 +108,32 @@ class TurnState:
         self.degradations.extend(degradations)
 
     @property
+    def scope(self) -> tuple[KnowledgeBase, ...]:
+        return (self.kb, *self.also_kbs)
+
+    @property
+    def also_kb_ids(self) -> tuple[int, ...]:
+        return tuple(kb.pk for kb in self.also_kbs)
+
+    @property
+    def bases(self) -> dict[int, SourceBase]:
+        return {kb.pk: SourceBase(slug=kb.slug, name=kb.name) for kb in self.scope}
+
+    @property
+    def link_hosts(self) -> tuple[str, ...]:
+        """Hosts an answer may link to: any knowledge base's it read from."""
+        return tuple(dict.fromkeys(host for kb in self.scope for host in kb.link_hosts))
+
+    @property
     def data_scope(self) -> dict[str, Any]:
-        return {"knowledge_base": self.kb.slug, "visibility": self.kb.visibility}
+        scope: dict[str, Any] = {"knowledge_base": self.kb.slug, "visibility": self.kb.visibility}
+        if self.also_kbs:
+            scope["knowledge_bases"] = [
+                {"slug": kb.slug, "name": kb.name, "visibility": kb.visibility,
+                 "version": kb.active_version.number if kb.active_version_id else None}
+                for kb in self.scope
+            ]
+        return scope
 
     @property
     def retrieval_question(self) -> str:

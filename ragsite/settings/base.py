@@ -224,6 +224,8 @@ RAG_STREAM_SLOT_TTL_SECONDS = env.int("RAG_STREAM_SLOT_TTL_SECONDS", default=60)
 # (the client resends the conversation; the pipeline itself reads the last few turns only).
 RAG_MAX_QUESTION_CHARS = env.int("RAG_MAX_QUESTION_CHARS", default=2000)
 RAG_MAX_CHAT_MESSAGES = env.int("RAG_MAX_CHAT_MESSAGES", default=500)
+# Knowledge bases one question may read at once (`knowledge_base_ids`); more is 400.
+RAG_MAX_KNOWLEDGE_BASES_PER_QUESTION = env.int("RAG_MAX_KNOWLEDGE_BASES_PER_QUESTION", default=50)
 # Too busy right now (PostgreSQL out of connections): 503 `server_busy`, retry after this many seconds.
 RAG_BUSY_RETRY_AFTER_SECONDS = env.int("RAG_BUSY_RETRY_AFTER_SECONDS", default=5)
 

@@ -25,6 +25,8 @@
 
   var el = {
     kbSelect: $("kb-select"),
+    alsoBox: $("kb-also"),
+    alsoCount: $("kb-also-count"),
     list: $("conversation-list"),
     newConversation: $("new-conversation"),
     messages: $("messages"),
@@ -159,6 +161,34 @@
     return (kb && kb.link_hosts) || [];
   }
 
+  // The other knowledge bases ticked under "同时检索": the question reads them with the chosen one.
+  function alsoBoxes() {
+    return el.alsoBox ? Array.prototype.slice.call(el.alsoBox.querySelectorAll("input[name=also]")) : [];
+  }
+
+  function alsoKbs() {
+    return alsoBoxes().filter(function (box) {
+      return box.checked && box.value !== state.kb;
+    }).map(function (box) {
+      return box.value;
+    });
+  }
+
+  function syncAlso() {
+    // The chosen knowledge base is always read: its box is shown ticked and fixed.
+    alsoBoxes().forEach(function (box) {
+      var own = box.value === state.kb;
+      box.disabled = own;
+      if (own) box.checked = true;
+      else if (box.getAttribute("data-own") === "1") box.checked = false;
+      box.setAttribute("data-own", own ? "1" : "0");
+    });
+    if (el.alsoCount) {
+      var count = alsoKbs().length;
+      el.alsoCount.textContent = count ? " +" + count : "";
+    }
+  }
+
   // --- links ----------------------------------------------------------------------------------
 
   // The same forms and matching as knowledge/links.py: a plainly written host (no user part, no
@@ -187,6 +217,7 @@
   function selectKb(slug) {
     state.kb = slug;
     el.kbSelect.value = slug;
+    syncAlso();
     try {
       window.localStorage.setItem(STORAGE_KEY, slug);
     } catch (e) {
@@ -347,10 +378,13 @@
     return item;
   }
 
-  function createAssistantView(kbSlug) {
+  function createAssistantView(kbSlug, alsoSlugs) {
     var item = node("li", "msg assistant");
     var view = {
-      linkHosts: linkHostsOf(kbSlug),
+      kb: kbSlug,
+      linkHosts: [kbSlug].concat(alsoSlugs || []).reduce(function (hosts, slug) {
+        return hosts.concat(linkHostsOf(slug));
+      }, []),
       el: item,
       meta: node("div", "msg-meta"),
       answer: node("div", "answer markdown"),
@@ -438,6 +472,9 @@
       button.setAttribute("data-cite", String(citation.number));
       button.appendChild(node("span", "source-number", "[" + citation.number + "]"));
       button.appendChild(document.createTextNode(" " + plain(citation.title || "")));
+      if (citation.knowledge_base && citation.knowledge_base !== view.kb) {
+        button.appendChild(node("span", "source-kb", " · " + plain(citation.knowledge_base_name || citation.knowledge_base)));
+      }
       var label = locatorLabel(citation);
       if (label) button.appendChild(node("span", "source-locator", " · " + label));
       item.appendChild(button);
@@ -530,8 +567,11 @@
     })[0];
     if (!citation) return;
     el.panelTitle.textContent = plain("[" + citation.number + "] " + (citation.title || ""));
-    el.panelKind.textContent = citation.kind === "faq" ? t("faq") : "";
-    el.panelKind.hidden = citation.kind !== "faq";
+    var kinds = [];
+    if (citation.kind === "faq") kinds.push(t("faq"));
+    if (citation.knowledge_base_name) kinds.push(plain(citation.knowledge_base_name));
+    el.panelKind.textContent = kinds.join(" · ");
+    el.panelKind.hidden = !kinds.length;
     var label = locatorLabel(citation);
     el.panelLocator.textContent = plain(label);
     el.panelLocator.hidden = !label;
@@ -797,7 +837,8 @@
     if (state.streaming) return;
     closePanel();
     addUserMessage(question);
-    var view = createAssistantView(state.kb);
+    var also = alsoKbs();
+    var view = createAssistantView(state.kb, also);
     view.el.classList.add("streaming");
     scrollToBottom();
     var controller = new AbortController();
@@ -807,6 +848,7 @@
     setStreamingUi(true);
     setStatus(t("searching"));
     var body = { knowledge_base_id: state.kb, question: question };
+    if (also.length) body.knowledge_base_ids = [state.kb].concat(also);
     if (state.conversationId) body.conversation_id = state.conversationId;
 
     fetch(config.urls.stream, {
@@ -874,6 +916,10 @@
 
   document.addEventListener("keydown", function (event) {
     if (event.key === "Escape" && !el.panel.hidden) closePanel();
+  });
+
+  alsoBoxes().forEach(function (box) {
+    box.addEventListener("change", syncAlso);
   });
 
   el.kbSelect.addEventListener("change", function () {

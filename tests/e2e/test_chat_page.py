@@ -306,6 +306,30 @@ def test_answer_citation_opens_on_its_supporting_sentence(site, open_page):
     assert_inert(watched)
 
 
+def test_a_question_can_read_a_second_knowledge_base_and_its_sources_name_it(site, open_page):
+    # given: the chat page on the demo knowledge base, which knows nothing of visitor registration
+    watched = open_page(f"{site.base_url}/?kb=demo")
+    page = watched.page
+    own = page.locator("#kb-also input[value=demo]")
+    page.click("#kb-also summary")
+    assert own.is_checked() and own.is_disabled()
+    # when: the second knowledge base is ticked and the question asked
+    page.check(f"#kb-also input[value={INJECTED_SLUG}]")
+    assert page.locator("#kb-also-count").inner_text().strip() == "+1"
+    page.click("#kb-also summary")
+    answer = ask(watched, "访客登记处在哪里？")
+    # then: it is answered from the ticked base, whose name its source carries, in the list and
+    # in the opened panel; the conversation stays the demo's
+    assert "A 座一楼大厅" in answer.locator(".answer").inner_text()
+    chip = answer.locator(".source-chip.cited").first
+    assert "注入测试知识库" in chip.locator(".source-kb").inner_text()
+    chip.click()
+    assert "注入测试知识库" in page.locator("#source-kind").inner_text()
+    body = Message.objects.filter(role=MessageRole.ASSISTANT).latest("created_at")
+    assert body.conversation.knowledge_base.slug == "demo"
+    assert_inert(watched)
+
+
 def test_faq_answer_shows_its_table_badge_and_reasons(site, open_page):
     watched = open_page(f"{site.base_url}/?kb=demo")
     # when

@@ -28,6 +28,7 @@ from engines.ports import (
     DocumentFilter,
     FaqRecord,
     IncompatibleCollection,
+    KbDocuments,
     VectorStore,
     VectorStoreError,
     VectorStoreUnavailable,
@@ -484,6 +485,37 @@ def test_document_filters_include_and_exclude(store):
     assert sorted(h.document_id for h in included) == [12, 14]
     assert sorted(h.document_id for h in excluded) == [12, 14]
     assert len(nothing_excluded) == 4
+
+
+def test_one_search_covers_several_knowledge_bases_each_with_its_own_filter(store):
+    # given: three knowledge bases with two documents each, all alike
+    store.upsert_chunks([
+        chunk(kb * 10 + i, kb=kb, doc=kb * 100 + i, text="星河X3 退货政策") for kb in (1, 2, 3) for i in (1, 2)
+    ])
+
+    # when: kb 1 with no filter, kb 2 without its document 202, kb 3 left out
+    also = [KbDocuments(2, DocumentFilter(exclude=(202,)))]
+    dense = store.search_dense(kb_id=1, vector=unit(1.0), limit=10, documents=ANY_DOCUMENT, also=also)
+    sparse = store.search_sparse(kb_id=1, query="退货", limit=10, documents=ANY_DOCUMENT, also=also)
+    only_included = store.search_dense(
+        kb_id=3, vector=unit(1.0), limit=10, documents=DocumentFilter(include=(301,)),
+        also=[KbDocuments(2, DocumentFilter(include=()))],
+    )
+
+    # then: every admitted document of both and nothing else, in one ranking
+    assert sorted(h.document_id for h in dense) == [101, 102, 201]
+    assert sorted(h.document_id for h in sparse) == [101, 102, 201]
+    assert [h.document_id for h in only_included] == [301]
+
+
+def test_faqs_of_several_knowledge_bases_are_searched_together(store):
+    store.upsert_faqs([
+        FaqRecord(record_id=kb, kb_id=kb, faq_id=kb * 10, question="星河X3怎么退货", vector=unit(1.0)) for kb in (1, 2, 3)
+    ])
+    dense = store.search_faq_dense(kb_id=1, vector=unit(1.0), limit=10, also_kb_ids=[3])
+    sparse = store.search_faq_sparse(kb_id=2, query="退货", limit=10, also_kb_ids=[3])
+    assert sorted(h.document_id for h in dense) == [10, 30]
+    assert sorted(h.document_id for h in sparse) == [20, 30]
 
 
 def test_empty_include_returns_nothing_without_calling_milvus(make_store):

@@ -49,6 +49,9 @@ class FakeRepository:
         others = all_docs - ready
         return ReadyFacts(self.version, frozenset(ready), frozenset(others), "internal", reason, len(others))
 
+    def ready_facts_many(self, *, kb_ids, document_ids):
+        return {kb_id: self.ready_facts(kb_id=kb_id, document_ids=document_ids) for kb_id in kb_ids}
+
     def load_chunks(self, ids):
         self.calls.append("load_chunks")
         return {i: self.chunks[i] for i in ids if i in self.chunks}
@@ -124,7 +127,7 @@ class FakeStore:
             return document_id in documents.include
         return document_id not in (documents.exclude or ())
 
-    def search_dense(self, *, kb_id, vector, limit, documents):
+    def search_dense(self, *, kb_id, vector, limit, documents, also=()):
         with self.lock:
             self.calls.append(("dense", documents))
         if self.before_search:
@@ -139,7 +142,7 @@ class FakeStore:
         scored += [h for h in self.extra_hits if self._allowed(h.document_id, documents)]
         return sorted(scored, key=lambda h: -h.score)[:limit]
 
-    def search_sparse(self, *, kb_id, query, limit, documents, dictionary=()):
+    def search_sparse(self, *, kb_id, query, limit, documents, dictionary=(), also=()):
         with self.lock:
             self.calls.append(("sparse", documents))
             self.dictionaries.append(tuple(dictionary))
