@@ -77,8 +77,9 @@ bench: bench-ingest bench-retrieval bench-chat
 bench-ingest: install-dev
 	$(PY) -m benchmarks.ingest $(BENCH_INGEST_ARGS)
 
+# BENCH_RETRIEVAL_ARGS="--sizes 1000000 --queries 100" for the million-chunk run (~40 minutes).
 bench-retrieval: install-dev
-	$(PY) -m benchmarks.retrieval
+	$(PY) -m benchmarks.retrieval $(BENCH_RETRIEVAL_ARGS)
 
 # BENCH_CHAT_ARGS=--quick for a run of under ~3 minutes; see `python -m benchmarks.chat --help`.
 bench-chat: install-dev
