@@ -114,7 +114,7 @@ class ChatRequestInput(RetrievalOptionsInput):
         serializer = cls(data=data, context={"user": user})
         if not serializer.is_valid():
             field, errors = next(iter(serializer.errors.items()))
-            raise ValidationFailed(f"{field}: {errors[0]}", code="invalid_request", errors=serializer.errors)
+            raise ValidationFailed(f"{field}: {_first_error(errors)}", code="invalid_request", errors=serializer.errors)
         return serializer.to_query()
 
     def to_query(self) -> ChatQuery:
@@ -137,6 +137,13 @@ class ChatRequestInput(RetrievalOptionsInput):
                 document_ids=data.get("document_ids"),
             ),
         )
+
+
+def _first_error(errors) -> str:
+    """The first message of a field's errors: a list, or for a list field a dict by item index."""
+    while isinstance(errors, (dict, list)) and errors:
+        errors = next(iter(errors.values())) if isinstance(errors, dict) else errors[0]
+    return str(errors)
 
 
 def last_user_text(messages) -> str:

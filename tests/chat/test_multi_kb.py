@@ -155,3 +155,22 @@ def test_the_stream_and_the_socket_take_several_knowledge_bases(hr_kb, products_
     assert [kb["slug"] for kb in start["data_scope"]["knowledge_bases"]] == [hr_kb.slug, products_kb.slug]
     assert end["type"] == "end" and RAG_ANSWER_FACT in end["answer"]
     assert {c["knowledge_base"] for c in end["citations"] if c["cited"]} == {products_kb.slug}
+
+
+@pytest.mark.parametrize("body", [
+    {"knowledge_base_ids": ["hr", ""], "question": "年假"},
+    {"knowledge_base_ids": "hr", "question": "年假"},
+    {"knowledge_base_id": "hr", "document_ids": [1, "x"], "question": "年假"},
+    {"question": "年假"},
+])
+def test_a_malformed_list_of_knowledge_bases_is_a_clear_400(member_api, body):
+    # A list field reports its errors by item index: the first one is named whatever its index.
+    response = member_api.post("/api/chat", body, format="json")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
+    assert response.json()["detail"].split(":")[0] in {"knowledge_base_ids", "document_ids", "knowledge_base_id"}
+    assert ": [" not in response.json()["detail"]
+
+
+def test_the_same_in_a_multipart_form(member_api):
+    response = member_api.post("/api/chat", {"knowledge_base_ids": ["\x86}", ""], "question": "年假"}, format="multipart")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
