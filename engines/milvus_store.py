@@ -28,7 +28,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -69,6 +69,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "ANALYZER_PARAMS",
+    "DenseIndex",
     "MilvusVectorStore",
     "get_vector_store",
     "reset_vector_store_cache",
@@ -116,6 +117,24 @@ T = TypeVar("T")
 
 
 # --- collection layout ---------------------------------------------------------------------------
+
+
+# Milvus Lite builds no index of its own: it searches exactly (FLAT) whatever it is asked for, and
+# refuses types it does not know.
+LITE_DENSE_INDEXES = ("AUTOINDEX", "FLAT", "IVF_FLAT")
+SERVER_DENSE_INDEXES = (*LITE_DENSE_INDEXES, "HNSW", "IVF_SQ8", "IVF_PQ", "SCANN", "DISKANN")
+
+
+@dataclass(frozen=True)
+class DenseIndex:
+    """How a new chunks or FAQ collection indexes its dense vectors, and what each search asks of
+    that index. AUTOINDEX lets a Milvus server choose and tune its graph index; a deployment that
+    wants recall and memory under its own control names one (HNSW with M / efConstruction, and
+    `ef` per search). It applies when a collection is created: an existing one keeps its index."""
+
+    index_type: str = "AUTOINDEX"
+    build_params: dict[str, Any] = field(default_factory=dict)
+    search_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -193,6 +212,7 @@ class MilvusVectorStore:
         analysis: str = ANALYSIS_VERSION,
         timeout: float = 10.0,
         consistency_level: str = "Strong",
+        dense_index: DenseIndex = DenseIndex(),
     ) -> None:
         uri = os.fspath(uri).strip()
         if not uri:
@@ -223,6 +243,13 @@ class MilvusVectorStore:
                 f"Milvus URI {_redact_uri(uri)!r} must be http(s)://host:port or a path ending "
                 "in .db"
             )
+        known = LITE_DENSE_INDEXES if self._is_local_file else SERVER_DENSE_INDEXES
+        if dense_index.index_type not in known:
+            raise ValueError(
+                f"dense index {dense_index.index_type!r} is not one of {', '.join(known)}"
+                + (" (Milvus Lite)" if self._is_local_file else "")
+            )
+        self.dense_index = dense_index
 
         self.uri = uri
         self.embedding_model = embedding_model
@@ -480,7 +507,9 @@ class MilvusVectorStore:
                 filter=expr,
                 limit=min(limit, MAX_TOP_K),
                 output_fields=[group_field],
-                search_params={"metric_type": "COSINE"},
+                search_params={"metric_type": "COSINE", **(
+                    {"params": dict(self.dense_index.search_params)} if self.dense_index.search_params else {}
+                )},
                 timeout=self.timeout,
             ),
         )
@@ -653,13 +682,18 @@ class MilvusVectorStore:
                         f"indexed with metric {got}, expected {metric}. Drop the collection and "
                         "re-index."
                     )
+                index_type = str(info.get("index_type", "")).upper()
+                if field_name == _DENSE and index_type and index_type != self.dense_index.index_type:
+                    logger.warning(
+                        "Milvus collection %s keeps its %s index; %s applies to new collections "
+                        "(re-index to change it)", name, index_type, self.dense_index.index_type,
+                    )
                 continue
             params = MilvusClient.prepare_index_params()
             if field_name == _DENSE:
-                # Milvus Lite only knows FLAT / IVF_FLAT / AUTOINDEX; AUTOINDEX also lets a real
-                # Milvus or Zilliz Cloud pick its tuned graph index.
                 params.add_index(
-                    _DENSE, index_name=_DENSE, index_type="AUTOINDEX", metric_type=metric
+                    _DENSE, index_name=_DENSE, index_type=self.dense_index.index_type, metric_type=metric,
+                    **({"params": dict(self.dense_index.build_params)} if self.dense_index.build_params else {}),
                 )
             else:
                 params.add_index(
@@ -733,10 +767,10 @@ class MilvusVectorStore:
         if unexpected:
             problems.append(f"unexpected fields {', '.join(map(str, unexpected))}")
         for field_name, dtype in expected_types.items():
-            field = fields.get(field_name)
-            if field is None:
+            spec = fields.get(field_name)
+            if spec is None:
                 continue
-            got = field.get("type")
+            got = spec.get("type")
             if got != dtype:
                 got_name = getattr(got, "name", str(got))
                 problems.append(f"field {field_name!r} is {got_name}, expected {dtype.name}")
@@ -1040,7 +1074,12 @@ def get_vector_store(
     prefix = getattr(settings, "MILVUS_COLLECTION_PREFIX", "") or ""
     if not prefix:
         raise ImproperlyConfigured("MILVUS_COLLECTION_PREFIX is not set")
-    key = (uri, token, prefix, embedding_model, int(dimension), analysis)
+    dense_index = DenseIndex(
+        index_type=str(getattr(settings, "MILVUS_DENSE_INDEX", "AUTOINDEX") or "AUTOINDEX").upper(),
+        build_params=_json_setting(settings, "MILVUS_DENSE_INDEX_PARAMS"),
+        search_params=_json_setting(settings, "MILVUS_DENSE_SEARCH_PARAMS"),
+    )
+    key = (uri, token, prefix, embedding_model, int(dimension), analysis, repr(dense_index))
     with _stores_lock:
         store = _stores.get(key)
         if store is None:
@@ -1052,11 +1091,27 @@ def get_vector_store(
                     embedding_model=embedding_model,
                     dimension=int(dimension),
                     analysis=analysis,
+                    dense_index=dense_index,
                 )
             except ValueError as exc:
                 raise ImproperlyConfigured(f"Milvus settings: {exc}") from exc
             _stores[key] = store
         return store
+
+
+def _json_setting(settings: Any, name: str) -> dict[str, Any]:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raw = getattr(settings, name, "") or ""
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object, e.g. {{\"M\": 16}}")
+    return value
 
 
 def reset_vector_store_cache() -> None:

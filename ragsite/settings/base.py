@@ -319,6 +319,12 @@ RAG_LOCAL_EMBEDDING_ENGINE = env("RAG_LOCAL_EMBEDDING_ENGINE", default="engines.
 MILVUS_URI = env("MILVUS_URI", default=str(VAR_DIR / "milvus" / "ragsite.db"))
 MILVUS_TOKEN = env("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION_PREFIX = env("MILVUS_COLLECTION_PREFIX", default="ragsite")
+# The dense index of new collections (engines.milvus_store.DenseIndex): AUTOINDEX lets a Milvus
+# server choose; HNSW with its build parameters (JSON) and each search's `ef` keeps recall and
+# memory in the deployment's hands. Milvus Lite searches exactly whatever is named.
+MILVUS_DENSE_INDEX = env("MILVUS_DENSE_INDEX", default="AUTOINDEX")
+MILVUS_DENSE_INDEX_PARAMS = env("MILVUS_DENSE_INDEX_PARAMS", default="")
+MILVUS_DENSE_SEARCH_PARAMS = env("MILVUS_DENSE_SEARCH_PARAMS", default="")
 
 # Model providers. Keys only from the environment; they never reach logs, traces or browsers.
 DASHSCOPE_API_KEY = env("DASHSCOPE_API_KEY", default="")

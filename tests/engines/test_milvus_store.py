@@ -18,6 +18,7 @@ from pymilvus import DataType, MilvusClient
 
 from engines.analysis import MILVUS_ANALYZER_PARAMS, analysed_text
 from engines.milvus_store import (
+    DenseIndex,
     MilvusVectorStore,
     _fit_utf8,
     get_vector_store,
@@ -716,6 +717,45 @@ def test_factory_caches_one_store_per_embedding_space(settings, milvus_uri, clea
     assert other_dim is not first and other_dim.dimension == DIM * 2
     assert after_reset is not first
     assert (first.uri, first.collection_prefix) == (milvus_uri, "factory")
+
+
+def test_the_dense_index_is_the_configured_one_and_searches_use_its_parameters(
+    settings, milvus_uri, raw_client, clean_store_cache
+):
+    # given: an IVF index asked for in settings (the type Milvus Lite builds besides FLAT)
+    settings.MILVUS_URI = milvus_uri
+    settings.MILVUS_COLLECTION_PREFIX = f"ivf{uuid.uuid4().hex[:8]}"
+    settings.MILVUS_DENSE_INDEX = "ivf_flat"
+    settings.MILVUS_DENSE_INDEX_PARAMS = '{"nlist": 4}'
+    settings.MILVUS_DENSE_SEARCH_PARAMS = '{"nprobe": 4}'
+    store = get_vector_store(embedding_model=MODEL, dimension=DIM)
+
+    # when
+    store.upsert_chunks([chunk(i, doc=10 + i, vector=unit(1.0, i / 10)) for i in range(1, 6)])
+    hits = store.search_dense(kb_id=1, vector=unit(1.0), limit=3, documents=ANY_DOCUMENT)
+
+    # then: the collection carries that index with its parameters, and the search answers
+    index = raw_client.describe_index(store.chunks_collection, "dense")
+    assert index["index_type"] == "IVF_FLAT" and str(index.get("nlist")) == "4"
+    assert [h.id for h in hits] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("MILVUS_DENSE_INDEX_PARAMS", "{M: 16}", "not JSON"),
+    ("MILVUS_DENSE_SEARCH_PARAMS", "[128]", "JSON object"),
+    ("MILVUS_DENSE_INDEX", "NOT_AN_INDEX", "not one of"),
+])
+def test_a_bad_dense_index_setting_names_itself(settings, milvus_uri, clean_store_cache, setting, value, message):
+    settings.MILVUS_URI = milvus_uri
+    setattr(settings, setting, value)
+    with pytest.raises(ImproperlyConfigured, match=message):
+        get_vector_store(embedding_model=MODEL, dimension=DIM)
+
+
+def test_milvus_lite_refuses_an_index_it_cannot_build(tmp_path):
+    with pytest.raises(ValueError, match="Milvus Lite"):
+        MilvusVectorStore(uri=str(tmp_path / "lite.db"), collection_prefix="t", embedding_model=MODEL,
+                          dimension=DIM, dense_index=DenseIndex(index_type="HNSW"))
 
 
 def test_factory_without_uri_names_the_setting(settings, clean_store_cache):
