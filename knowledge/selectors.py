@@ -28,22 +28,15 @@ def ready_documents_of_active_version(
     half-indexed, another knowledge base) must never reach an answer, even if vectors exist.
     At most one version per KB is ACTIVE (database constraint), so the join yields no duplicates.
     """
-    queryset = Document.objects.filter(
-        knowledge_base_id=kb_id,
-        status=DocumentStatus.READY,
-        versions__knowledge_base_id=kb_id,
-        versions__status=VersionStatus.ACTIVE,
-    )
-    if document_ids is not None:
-        queryset = queryset.filter(pk__in=list(document_ids))
-    return queryset
+    return ready_documents_of_active_versions(kb_ids=[kb_id], document_ids=document_ids)
 
 
 def ready_documents_of_active_versions(
     *, kb_ids: Iterable[int], document_ids: Iterable[int] | None = None
 ) -> QuerySet[Document]:
-    """`ready_documents_of_active_version` of several knowledge bases in one query: each
-    document through its own knowledge base's active version."""
+    """The same set for several knowledge bases in one query: each document through its own
+    knowledge base's active version (PostgreSQL carries `knowledge_base_id = k` over the join,
+    so one base's query is planned as it was with the constant)."""
     queryset = Document.objects.filter(
         knowledge_base_id__in=list(kb_ids),
         status=DocumentStatus.READY,
