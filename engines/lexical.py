@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -133,6 +134,21 @@ def content_terms(text: str) -> list[str]:
     return list(_content_terms(text or ""))
 
 
+def unglued_words(words: Sequence[str]) -> list[str]:
+    """jieba's words, stripped, with the pronoun or modal its HMM glues to the next character of
+    a word it then splits ("我入" + "职", "能休", "得设") cut off again: the glued character is
+    not part of the subject."""
+    idf, _median = _idf_table()
+    tokens: list[str] = []
+    for word in words:
+        word = word.strip()
+        if len(word) == 2 and word[0] in _GLUED_LEADS and word not in idf and _CJK_WORD.fullmatch(word):
+            tokens.extend((word[0], word[1]))
+        else:
+            tokens.append(word)
+    return tokens
+
+
 @lru_cache(maxsize=8192)
 def _content_terms(text: str) -> tuple[str, ...]:
     # FAQ phrasings and questions are segmented again on every search: remember them.
@@ -140,15 +156,7 @@ def _content_terms(text: str) -> tuple[str, ...]:
     words: list[str] = []
     run = ""  # consecutive single CJK characters: jieba's split of a word it does not know
     idf, _median = _idf_table()
-    tokens: list[str] = []
-    for word in segmenter().lcut(folded):
-        word = word.strip()
-        # jieba's HMM glues a pronoun or modal to the next character of a word it then splits
-        # ("我入" + "职", "能休", "得设"): the glued character is not part of the subject.
-        if len(word) == 2 and word[0] in _GLUED_LEADS and word not in idf and _CJK_WORD.fullmatch(word):
-            tokens.extend((word[0], word[1]))
-        else:
-            tokens.append(word)
+    tokens = unglued_words(segmenter().lcut(folded))
     previous = ""
     for word in tokens + [""]:
         asked = asks_for(previous, word)

@@ -43,6 +43,7 @@ import os
 import re
 import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -144,6 +145,9 @@ def engine_sandbox(*, module: str = ENGINE_MODULE, threads: int | None = None) -
         return sandbox
 
 
+_RECENT_QUERIES = 256  # question vectors kept per embedder (384 floats each)
+
+
 class LocalE5Embedder:
     """`Embedder` on multilingual-e5-small (model "local-e5-small-v1", 384 dimensions).
 
@@ -177,6 +181,10 @@ class LocalE5Embedder:
         self.engine_module = engine_module
         # Unset (0/None) lets the engine take every core.
         self.uses_all_cores = not threads or threads >= (os.cpu_count() or 1)
+        # One turn embeds its question twice (retrieval, then the composer weighing sentences):
+        # the second time comes from here. Vectors are deterministic, so a copy is as good.
+        self._queries: OrderedDict[str, list[float]] = OrderedDict()
+        self._queries_lock = threading.Lock()
 
     @property
     def sandbox(self) -> Sandbox:
@@ -188,7 +196,17 @@ class LocalE5Embedder:
         return self._embed("passages", [engine_text(t) for t in texts]).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        return self._embed("queries", [engine_text(text, limit=MAX_QUERY_CHARS)])[0].tolist()
+        key = engine_text(text, limit=MAX_QUERY_CHARS)
+        with self._queries_lock:
+            if key in self._queries:
+                self._queries.move_to_end(key)
+                return list(self._queries[key])
+        vector = self._embed("queries", [key])[0].tolist()
+        with self._queries_lock:
+            self._queries[key] = vector
+            while len(self._queries) > _RECENT_QUERIES:
+                self._queries.popitem(last=False)
+        return list(vector)
 
     def warm_up(self) -> None:
         """Start the engine child now rather than on the first question."""

@@ -775,3 +775,58 @@ def test_an_embedder_that_fails_makes_the_meaning_fallback_decline_not_fail_the_
 
     messages = [ChatMessage("user", REWORDED.format(question="结婚可以休多少天假？"))]
     assert ExtractiveChatModel(meaning=Broken()).complete(messages).startswith("根据当前知识库无法确定")
+
+
+CLOSE_CALL = """<knowledge_context>
+[来源 1] 司马晏
+司马伦被杀，晋惠帝下诏恢复司马晏吴王，拜上军大将军、开府，加侍中。
+永嘉之乱，司马晏被刘曜所杀，时年三十一。
+</knowledge_context>
+
+问题：谁杀了司马晏？"""
+
+
+def test_sentences_the_words_score_alike_are_told_apart_by_meaning(e5):
+    # given: two sentences of one article holding the question's words equally well
+    messages = [ChatMessage("user", CLOSE_CALL)]
+    lexical = ExtractiveChatModel().complete(messages)
+    assert lexical.startswith("司马伦被杀")  # words alone keep the earlier one first
+
+    # when the composer may weigh them by meaning
+    answer = ExtractiveChatModel(meaning=e5).complete(messages)
+
+    # then the sentence that says who killed him comes first, cited
+    assert answer.startswith("永嘉之乱，司马晏被刘曜所杀，时年三十一。[来源 1](citation://1)")
+
+
+def test_an_embedder_that_fails_leaves_close_calls_in_the_order_the_words_gave():
+    from engines.ports import ProviderUnavailable
+
+    class Broken:
+        model = "broken"
+        similarity_range = (0.82, 0.92)
+
+        def embed_query(self, text):
+            raise ProviderUnavailable("engine gone")
+
+        def embed_documents(self, texts):
+            raise ProviderUnavailable("engine gone")
+
+    # given / when
+    messages = [ChatMessage("user", CLOSE_CALL)]
+    # then
+    assert ExtractiveChatModel(meaning=Broken()).complete(messages) == ExtractiveChatModel().complete(messages)
+
+
+def test_a_clause_is_read_with_the_clause_before_it_on_its_line():
+    # given: the answer's clause names only the limit; the clause before it names what it limits
+    context = """<knowledge_context>
+[来源 1] 常见问题：公司电脑可以用 U 盘吗？
+公司电脑默认禁用 USB 存储设备；确需使用须经信息安全部审批，开通期限最长 30 天。
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    answer = ask_about(context, "USB 存储设备最长可以开通多少天？")
+    # then it is answered, not declined for saying too little of what was asked
+    assert answer.startswith("确需使用须经信息安全部审批，开通期限最长 30 天。[来源 1](citation://1)")
