@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
-from engines.lexical import CJK_CHARS, fold, segmenter
+from engines.lexical import CJK_CHARS, IMPLIED_MEASURES, fold, segmenter
 
 ANALYSIS_VERSION = "terms-v1"
 
@@ -107,8 +107,15 @@ def analyse(text: str, *, dictionary: Dictionary = EMPTY_DICTIONARY) -> list[str
 
 
 def analysed_text(text: str, *, dictionary: Dictionary = EMPTY_DICTIONARY) -> str:
-    """`analyse` joined by spaces: what the Milvus text field stores and a query sends."""
+    """`analyse` joined by spaces: what the Milvus text field stores."""
     return " ".join(analyse(text, dictionary=dictionary))
+
+
+def analysed_query(text: str, *, dictionary: Dictionary = EMPTY_DICTIONARY) -> str:
+    """What a question searches for: its terms, and the measure a "how heavy / how big" word
+    asks about ("有多重" also searches "重量"), which the answering text names instead."""
+    terms = analyse(text, dictionary=dictionary)
+    return " ".join(terms + [IMPLIED_MEASURES[t] for t in terms if t in IMPLIED_MEASURES])
 
 
 def _cjk_terms(run: str) -> list[str]:

@@ -143,6 +143,14 @@ def rendering(question: str, evidence: str = "") -> str:
     return " ".join(dict.fromkeys(words)) + shape(question) + "？"
 
 
+def search_words(question: str) -> str:
+    """Every Chinese alternative of every concept, for a keyword search that cannot know yet
+    which one the knowledge base uses ("log in" → 登录, 注册 …; "client" → 客户, 客户端 …): the
+    alternatives nobody wrote match nothing and cost nothing. "" when nothing is known."""
+    words = [word for concept in concepts(question) for word in concept.chinese]
+    return " ".join(dict.fromkeys(words))
+
+
 def _is_code(word: str) -> bool:
     return bool(_CODE.fullmatch(word)) or word in {"vpn", "wifi", "wi-fi", "oa", "it", "hr", "usb", "sn", "wan", "lan"}
 

@@ -53,6 +53,7 @@ GLUE_CHARS = "是的了以有在被把和与及将对于为又也都就叫做"
 # A sentence ends at 。！？； and keeps the closing quotes or brackets right after the mark
 # ("…舞步呢！”" is one sentence, not "…呢！" plus "”…"); ASCII ! ? ; . end one only before
 # whitespace (so "![图](…)" or "v1.2" are not cut).
+_ENUMERATOR = re.compile(r"(?:\d{1,3}|[A-Za-z])[.)]")
 _SENTENCE_END = re.compile(r"[。！？；]+[”’」』）)》\]\"']*|[!?;.]+[”’\"')\]]*(?=\s)")
 
 # Unknown words: mostly names, codes and domain terms, which are the most specific evidence.
@@ -239,6 +240,12 @@ def asks_for(previous: str, word: str) -> bool:
     return False
 
 
+# "有多重？" asks for the weight: the measure it names is the word the answer's table or sentence
+# uses ("重量 780g").
+IMPLIED_MEASURES = {
+    "多重": "重量", "多大": "大小", "多长": "长度", "多高": "高度", "多宽": "宽度", "多远": "距离",
+    "多厚": "厚度", "多深": "深度", "多快": "速度", "多贵": "价格",
+}
 _HOW_MANY_WORDS = frozenset("多少 多少个 几 几个".split())
 # Units a "how many" question names: they say what is counted, and the answer may use another
 # ("几个字符" → "12 位").
@@ -341,6 +348,9 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         start = 0
         pieces = []
         for match in _SENTENCE_END.finditer(line):
+            if _ENUMERATOR.fullmatch(line[start : match.end()].strip()):
+                # "1. 打开…": the item's number starts its sentence, it is not one.
+                continue
             pieces.append((start, match.end()))
             start = match.end()
         pieces.append((start, len(line)))

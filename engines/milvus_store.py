@@ -53,7 +53,7 @@ finally:
     if _milvus_uri_from_env is not None:
         os.environ["MILVUS_URI"] = _milvus_uri_from_env
 
-from engines.analysis import ANALYSIS_VERSION, MILVUS_ANALYZER_PARAMS, analysed_text, dictionary_of
+from engines.analysis import ANALYSIS_VERSION, MILVUS_ANALYZER_PARAMS, analysed_query, analysed_text, dictionary_of
 from engines.ports import (
     ChunkRecord,
     DocumentFilter,
@@ -332,7 +332,7 @@ class MilvusVectorStore:
         dictionary: Sequence[str] = (), also: Sequence[KbDocuments] = (),
     ) -> list[VectorHit]:
         expr = _scopes_filter((KbDocuments(kb_id, documents), *also))
-        text = self._text(query, dictionary)
+        text = self._query_text(query, dictionary)
         if expr is None or limit <= 0 or not text.strip():
             return []
         return self._search_sparse("chunks", query=text, expr=expr, limit=limit)
@@ -372,7 +372,7 @@ class MilvusVectorStore:
         self, *, kb_id: int, query: str, limit: int, dictionary: Sequence[str] = (),
         also_kb_ids: Sequence[int] = (),
     ) -> list[VectorHit]:
-        text = self._text(query, dictionary)
+        text = self._query_text(query, dictionary)
         if limit <= 0 or not text.strip():
             return []
         return self._search_sparse("faqs", query=text, expr=_kbs_filter((kb_id, *also_kb_ids)), limit=limit)
@@ -465,6 +465,11 @@ class MilvusVectorStore:
         if self.analysis == LEGACY_ANALYSIS:
             return text
         return analysed_text(text, dictionary=dictionary_of(tuple(dictionary)))
+
+    def _query_text(self, query: str, dictionary: Sequence[str]) -> str:
+        if self.analysis == LEGACY_ANALYSIS:
+            return query
+        return analysed_query(query, dictionary=dictionary_of(tuple(dictionary)))
 
     def _vector(self, vector: Sequence[float], *, what: str) -> list[float]:
         values = vector.tolist() if hasattr(vector, "tolist") else list(vector)

@@ -29,6 +29,7 @@ from django.utils.translation import gettext as _
 
 from ragsite.executors import RETRIEVAL, pool
 
+from engines.glossary import is_foreign, search_words
 from engines.ports import (
     ChatMessage,
     ChatModel,
@@ -239,11 +240,12 @@ class RetrievalService:
                                       variants=tuple(cached["variants"]), epochs=epochs,
                                       document_filter=cached["document_filter"])
 
-        variants = self._variants(request, run)
+        labelled = self._variants(request, run)
+        variants = [text for _, text in labelled]
         self._check(cancel)
 
         documents, filter_kind = scope.document_filters()
-        lists = self._recall(request, variants, documents, run, cancel)
+        lists = self._recall(request, labelled, documents, run, cancel)
         lists = {
             name: [hit for hit in hits if hit.document_id in scope.ready_ids]
             for name, hits in lists.items()
@@ -339,8 +341,18 @@ class RetrievalService:
         run.fusion = f"convex(minmax, dense={weight:g})"
         return convex_fusion(lists, dense_weight=weight, limit=request.candidate_k)
 
-    def _variants(self, request: RetrievalRequest, run: _Run) -> list[str]:
-        variants = [request.question, *_context_variants(request)]
+    def _variants(self, request: RetrievalRequest, run: _Run) -> list[tuple[str, str]]:
+        """(channel label, query text): the question, the conversation's readings of it, its
+        Chinese words when it is asked in English, the rewrite."""
+        given = _context_variants(request)
+        variants = [("original", request.question), *((f"context{i + 1 if i else ''}", v) for i, v in enumerate(given))]
+        if is_foreign(request.question) and request.mode in ("sparse", "hybrid"):
+            # Dense vectors meet across languages but BM25 cannot: "management address" finds
+            # "管理地址" only through the Chinese words it may be written as (searched by keywords
+            # only: a vector of a word list would sit nowhere near the chunks).
+            chinese = search_words(request.question)
+            if chinese:
+                variants.append(("chinese", chinese))
         if not request.enable_query_rewrite:
             return variants
         started = time.perf_counter()
@@ -351,16 +363,14 @@ class RetrievalService:
             run.errors.append(ChannelError("rewrite", exc.code, _("查询改写失败，已使用原问题继续检索。")))
             rewritten = None
         if rewritten and _normalise(rewritten) != _normalise(request.question):
-            variants.append(rewritten.strip())
+            variants.append(("rewrite", rewritten.strip()))
         run.timed("rewrite", started)
         return variants
 
     def _recall(self, request, variants, documents, run: _Run, cancel) -> dict[str, list[RankedHit]]:
-        given = len(_context_variants(request))
-        labels = ["original", *(f"context{i + 1 if i else ''}" for i in range(given)), "rewrite"]
         jobs: dict[str, Callable[[], list[RankedHit]]] = {}
-        for label, variant in zip(labels, variants):
-            if request.mode in ("dense", "hybrid"):
+        for label, variant in variants:
+            if request.mode in ("dense", "hybrid") and label != "chinese":
                 jobs[f"dense:{label}"] = self._dense_job(request, variant, documents, run)
             if request.mode in ("sparse", "hybrid"):
                 jobs[f"sparse:{label}"] = self._sparse_job(request, variant, documents)

@@ -24,6 +24,7 @@ from engines.glossary import is_foreign, rendering
 from engines.lexical import (
     CJK_CHARS,
     GLUE_CHARS,
+    IMPLIED_MEASURES,
     QUANTITY,
     content_terms,
     coverage,
@@ -71,10 +72,20 @@ def lexical_features(text: str) -> list[str]:
     return _features(_normalise(text))
 
 
+# A bound is written several ways: "最少要几位" is answered by "至少 12 位", "最多报销多少" by "不超过
+# 500 元". Question and sentence both read each spelling as one word of its direction.
+_BOUNDS = {
+    "最少": "至少", "不少于": "至少", "不低于": "至少", "起码": "至少",
+    "最多": "至多", "不超过": "至多", "不多于": "至多", "不高于": "至多",
+}
+
+
 @lru_cache(maxsize=1 << 14)
 def _unit_features(text: str) -> frozenset[str]:
     # A context's sentences come back with question after question: segment each once.
-    return frozenset(lexical_features(text))
+    features = lexical_features(text)
+    bounds = [f"w:{_BOUNDS[f[2:]]}" for f in features if f.startswith("w:") and f[2:] in _BOUNDS]
+    return frozenset(features + bounds)
 
 
 def _features(normalised: str) -> list[str]:
@@ -1117,9 +1128,8 @@ def _question_words(question: str) -> tuple[str, ...]:
     character of a word it does not know cut off ("我入" + "职" → "我" + "入" + "职"): "我入职三年了"
     is not about a word "我入". The characters stay apart, as the sources' words do not join them
     either; their bigrams ("入职") carry the word."""
-    return tuple(
-        word.lower() for word in unglued_words(segmenter().lcut(_normalise(question))) if _WORD_CHAR.search(word)
-    )
+    words = (word.lower() for word in unglued_words(segmenter().lcut(_normalise(question))) if _WORD_CHAR.search(word))
+    return tuple(_BOUNDS.get(word, word) for word in words)
 
 
 def _question_terms(question: str) -> set[str]:
@@ -1132,14 +1142,9 @@ def _question_terms(question: str) -> set[str]:
     kept = [w for w, skip in zip(words, skipped, strict=True) if not skip]
     remainder = "".join(" " if skip else w for w, skip in zip(words, skipped, strict=True))
     # "有多重？" asks for the weight: the measure it names is a word the answer's table uses.
-    implied = [_IMPLIED_MEASURES[w] for w in words if w in _IMPLIED_MEASURES]
+    implied = [IMPLIED_MEASURES[w] for w in words if w in IMPLIED_MEASURES]
     return {f"w:{w}" for w in kept + implied} | {f"b:{b}" for b in cjk_bigrams(remainder)}
 
-
-_IMPLIED_MEASURES = {
-    "多重": "重量", "多大": "大小", "多长": "长度", "多高": "高度", "多宽": "宽度", "多远": "距离",
-    "多厚": "厚度", "多深": "深度", "多快": "速度", "多贵": "价格",
-}
 
 
 def _term_weights(terms: set[str], held: list[set[str]]) -> dict[str, float]:

@@ -68,3 +68,11 @@ def test_dictionary_text_is_one_term_per_line_with_comments():
 
     # then
     assert terms == ("星河云盘", "LX-9000", "PPR-9087", "X3 Pro")
+
+
+def test_a_how_heavy_question_also_searches_the_measure_it_asks_for():
+    from engines.analysis import analysed_query, analysed_text
+
+    assert analysed_query("星河X3 Pro 有多重？").split()[-1] == "重量"
+    # the index side is untouched: documents are stored under their own words only
+    assert "重量" not in analysed_text("星河X3 Pro 有多重？").split()

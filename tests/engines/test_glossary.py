@@ -36,3 +36,10 @@ def test_question_words_become_the_chinese_kind_of_answer():
     assert shape("How long is the probation period?") == "多久"
     assert shape("Where is the IT service desk?") == "在哪里"
     assert rendering("the") == ""
+
+
+def test_search_words_offer_every_alternative_of_each_concept():
+    from engines.glossary import search_words
+
+    words = search_words("What is the router's management address?").split()
+    assert {"路由器", "管理", "地址"} <= set(words)

@@ -132,3 +132,12 @@ def test_a_quantity_is_a_figure_or_a_numeral_with_its_unit_never_a_model_name(te
 def test_codes_and_numbers_separate_questions_that_differ_only_in_them():
     assert codes_and_numbers("满 3 年有几天年假") != codes_and_numbers("满 10 年有几天年假")
     assert codes_and_numbers("VPN 怎么连") == codes_and_numbers("vpn怎么连？")
+
+
+def test_an_item_number_starts_its_sentence_and_is_not_one():
+    from engines.lexical import sentence_spans
+
+    text = "1. 打开 https://x.example.com\n2) 输入工号。再试一次. 好\n共 3. 个"
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "1. 打开 https://x.example.com", "2) 输入工号。", "再试一次.", "好", "共 3.", "个",
+    ]

@@ -131,6 +131,35 @@ def test_rewrite_adds_one_variant_after_the_original():
     assert {"dense:rewrite", "sparse:rewrite"} <= sources
 
 
+def test_an_english_question_also_searches_the_chinese_words_it_names():
+    # given: the VPN chunk is Chinese, the question English
+    # when
+    response = make_service().retrieve(request("How do I log in to the VPN client?", top_k=3))
+    # then: its Chinese words are one more variant, searched by keywords only, and find the chunk
+    assert len(response.trace.query_variants) == 2
+    assert "客户端" in response.trace.query_variants[1].split()
+    assert "sparse:chinese" in response.trace.candidate_counts
+    assert "dense:chinese" not in response.trace.candidate_counts
+    assert response.results[0].chunk_id == 3
+
+
+def test_a_chinese_question_gets_no_rendering():
+    response = make_service().retrieve(request("年假有多少天"))
+    assert not any(name.endswith(":chinese") for name in response.trace.candidate_counts)
+
+
+def test_a_traditional_question_is_embedded_as_the_index_folds_it():
+    # given
+    embedder = FakeEmbedder()
+    seen = []
+    embed = embedder.embed_query
+    embedder.embed_query = lambda text: (seen.append(text), embed(text))[1]
+    # when
+    make_service(embedder=embedder).retrieve(request("年假有幾天？", use_cache=False))
+    # then
+    assert seen == ["年假有几天?"]  # NFKC: the full-width question mark too
+
+
 def test_rewrite_failure_continues_with_the_original():
     response = make_service(rewriter=FakeRewriter(fail=True)).retrieve(request(enable_query_rewrite=True))
     assert response.trace.degradations == ("query_rewrite_failed",)

@@ -830,3 +830,35 @@ def test_a_clause_is_read_with_the_clause_before_it_on_its_line():
     answer = ask_about(context, "USB 存储设备最长可以开通多少天？")
     # then it is answered, not declined for saying too little of what was asked
     assert answer.startswith("确需使用须经信息安全部审批，开通期限最长 30 天。[来源 1](citation://1)")
+
+
+def test_a_bound_is_found_however_it_is_written():
+    # given: the rule says "至少", the question asks "最少"; the sentence before it shares the
+    # same other words and holds a number too
+    context = """<knowledge_context>
+[来源 1] IT 服务台使用指南
+域账号密码每 90 天须更换一次。
+域账号密码至少 12 位。
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    answer = ask_about(context, "域账号密码最少要几位？")
+    # then
+    assert answer_lines(answer)[0].startswith("域账号密码至少 12 位。")
+
+
+def test_a_numbered_item_is_one_sentence_with_its_number():
+    # given: a numbered list, as FAQ answers are written
+    context = """<knowledge_context>
+[来源 1] 常见问题：如何重置邮箱密码？
+1. 打开密码自助服务平台
+2. 输入工号，点击“忘记密码”
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    answer = ask_about(context, "重置邮箱密码要先打开什么？")
+    # then: no line is a bare "1."
+    assert all(line.split("[来源")[0].strip() not in {"1.", "2."} for line in answer_lines(answer))
+    assert "打开密码自助服务平台" in answer
