@@ -199,6 +199,23 @@ def states_quantity(text: str) -> bool:
     return bool(QUANTITY.search(unicodedata.normalize("NFKC", text)))
 
 
+_AMOUNT = r"(?:\d[\d,.]*|[一二两三四五六七八九十百千万半]+)\s*"
+# A question that names what it measures ("有多重", "多久") is answered by an amount in a unit of
+# that measure: "780g" answers "多重", a warranty's "3 年" does not.
+_MEASURES = (
+    (re.compile(r"多重|多沉|重量|多少(?:克|公斤|千克|斤)"),
+     re.compile(_AMOUNT + r"(?:kg|g|mg|t|lb|克|千克|公斤|斤|吨|磅)(?![a-z])", re.I)),
+    (re.compile(r"多久|多长时间|多长的时间|多少时间|多少年|多少天|多少个?月|多少小时|多少分钟"),
+     re.compile(_AMOUNT + r"(?:个)?(?:工作日|自然日|年|月|周|星期|天|日|小时|钟头|分钟|分|秒|h|min|s)(?![a-z])", re.I)),
+)
+
+
+def states_measure(question: str, text: str) -> bool:
+    """Whether `text` holds an amount of the measure `question` names (True when it names none)."""
+    question, text = fold(question), unicodedata.normalize("NFKC", text)
+    return all(unit.search(text) for asked, unit in _MEASURES if asked.search(question))
+
+
 # A model name: a few letters then digits, with the suffix that makes it another model
 # ("X3 Pro" is not "X3"). Matched on NFKC text, case-insensitively.
 _MODEL_CODE = re.compile(

@@ -43,7 +43,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engines.lexical import asks_quantity, content_terms, coverage, normalise, states_quantity
+from engines.lexical import asks_quantity, content_terms, coverage, normalise, states_measure, states_quantity
 
 from ..contracts import (
     HIGH,
@@ -169,11 +169,12 @@ def fact_units(answer: str) -> list[str]:
 
 def answers_kind(question: str, line: str) -> bool:
     """Whether the answer's first line has the kind of content the question asks for (so far:
-    a quantity for 多少 / 几 / 多久 questions). True when the question asks for no such kind."""
+    a quantity for 多少 / 几 / 多久 questions, in a unit of the measure the question names: a
+    weight for "多重", a duration for "多久"). True when the question asks for no such kind."""
     if not question or not asks_quantity(question):
         return True
     text = _IMAGE.sub("", _CITATION.sub("", line))
-    return states_quantity(text)
+    return states_quantity(text) and states_measure(question, text)
 
 
 def calculate_generation_confidence(

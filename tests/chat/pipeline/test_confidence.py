@@ -13,6 +13,7 @@ from chat.pipeline.confidence import (
     ConfidenceRules,
     SourceEvidence,
     answer_features,
+    answers_kind,
     calculate_evidence_confidence,
     calculate_generation_confidence,
     combine_answer_confidence,
@@ -184,6 +185,20 @@ def test_a_quantity_question_answered_without_a_number_is_never_high():
     assert unasked.status == "verified"
     assert asked.status == "partial" and "answer_shape_mismatch" in asked.reasons
     assert level_of(asked.score) != "high"
+
+
+@pytest.mark.parametrize(
+    ("question", "first_line", "answers"),
+    [
+        ("星河X3 Pro 有多重？", "星河X3 Pro 整机保修 3 年。", False),
+        ("星河X3 Pro 有多重？", "星河X3 Pro 的重量是 780g。", True),
+        ("报销款多久到账？", "财务审核通过后 7 个工作日内打入工资卡。", True),
+        ("报销款多久到账？", "报销金额超过 20,000 元须财务总监审批。", False),
+        ("婚假有几天？", "婚假 10 天。", True),
+    ],
+)
+def test_a_question_naming_its_measure_wants_an_amount_of_that_measure(question, first_line, answers):
+    assert answers_kind(question, f"{first_line}[来源 1](citation://1)") is answers
 
 
 RULES = ConfidenceRules(bias=-2.0, weights=(("coverage", 2.0), ("shape", 2.0)), high=0.85, medium=0.5)
