@@ -20,7 +20,6 @@ Python and Milvus only splits them at spaces (and stems English words, drops Eng
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
