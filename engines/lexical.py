@@ -106,6 +106,12 @@ def simplified(text: str) -> str:
     return text.translate(_traditional_to_simplified())
 
 
+def fold_characters(text: str) -> str:
+    """NFKC and traditional characters to simplified, case kept: what a model reads (an
+    embedder tells "VPN" from "vpn" no worse than the index folds them)."""
+    return simplified(unicodedata.normalize("NFKC", text or ""))
+
+
 def fold(text: str) -> str:
     """NFKC, lowercase, traditional Chinese characters to simplified: the one folding that the
     index, the question and every comparison between them share ("婚假有幾天" meets "婚假")."""

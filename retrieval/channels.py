@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from concurrent.futures import wait as wait_futures
 
-from engines.lexical import simplified
+from engines.lexical import fold_characters
 from engines.ports import Embedder, ProviderError, RetrievalCache, VectorStoreError
 
 from . import cache as l2
@@ -62,7 +61,7 @@ def query_vector(
     The question is folded as the sparse index folds it (NFKC, traditional characters to
     simplified, case kept): "域賬號密碼最少要幾位" then lands where "域账号密码最少要几位" does
     instead of near other traditional text."""
-    text = simplified(unicodedata.normalize("NFKC", text))
+    text = fold_characters(text)
     if not use_cache or cache is None:
         return embedder.embed_query(text)
     key = l2.embedding_key(model=embedder.model, dimension=embedder.dimension, text=text)

@@ -28,13 +28,13 @@ from engines.lexical import (
     QUANTITY,
     content_terms,
     coverage,
+    fold_characters,
     asks_for,
     is_question_word,
     mention_share,
     model_codes,
     segmenter,
     sentence_spans,
-    simplified,
     unglued_words,
 )
 from engines.ports import ChatMessage, Embedder, ProviderError, ProviderUnavailable, RerankScore
@@ -53,7 +53,7 @@ _WORD_CHAR = re.compile(r"\w")
 def _normalise(text: str) -> str:
     # Case is kept (lexical_words lowercases later); traditional characters fold to simplified
     # exactly as the index folds them.
-    return simplified(unicodedata.normalize("NFKC", text))
+    return fold_characters(text)
 
 
 def lexical_words(text: str) -> list[str]:
@@ -728,7 +728,7 @@ class ExtractiveChatModel:
             f"{parts[u.order].tables[u.table].header} {u.text}" if u.table is not None else u.text
             for u in units
         ]
-        query = np.asarray(self.meaning.embed_query(question), dtype=np.float64)
+        query = np.asarray(self.meaning.embed_query(_normalise(question)), dtype=np.float64)
         matrix = self._sentence_vectors(texts)
         cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
         low, high = self.meaning.similarity_range
@@ -764,7 +764,7 @@ class ExtractiveChatModel:
             f"{parts[s.unit.order].tables[s.unit.table].header} {s.unit.text}" if s.unit.table is not None else s.unit.text
             for s in close
         ]
-        query = np.asarray(self.meaning.embed_query(question), dtype=np.float64)
+        query = np.asarray(self.meaning.embed_query(_normalise(question)), dtype=np.float64)
         matrix = self._sentence_vectors(texts)
         cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
         low, high = self.meaning.similarity_range
