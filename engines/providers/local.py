@@ -23,6 +23,7 @@ import numpy as np
 from engines.glossary import is_foreign, rendering
 from engines.lexical import (
     CJK_CHARS,
+    FUNCTION_WORDS,
     GLUE_CHARS,
     IMPLIED_MEASURES,
     QUANTITY,
@@ -38,6 +39,7 @@ from engines.lexical import (
     unglued_words,
 )
 from engines.ports import ChatMessage, Embedder, ProviderError, ProviderUnavailable, RerankScore
+from engines.synonyms import synonyms
 from engines.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -291,6 +293,7 @@ _MEANING_LIFT = 0.2  # measured on CMRC dev: 0.1–0.3 and close calls of 0.7–
 _MEANING_UNITS = 80  # sentences embedded per answer at most (one batch of the sandboxed e5)
 _SENTENCE_CACHE = 4096  # sentence vectors kept per process (384 floats each: about 12 MB)
 _TITLE_CREDIT = 0.85
+_SYNONYM_CREDIT = 0.6  # measured on cmrc2018_dev: 0.5–0.7 alike, 0.85 and 1.0 cost first lines
 _NEARBY_CREDIT = 0.3
 _KEEP_RATIO = 0.5  # candidates below half the best unit's score are never shown
 _CLOSE_RATIO = 0.8  # ... nor below this share unless they cover new question terms
@@ -335,6 +338,7 @@ class _Unit:
     position: int  # position of the unit in its source
     text: str
     features: frozenset[str]
+    plain: str = ""  # the text normalised and lowercased, for spelled-out words
     table: int | None = None  # index of the source's table this row belongs to
     header: frozenset[str] = frozenset()  # a row's column names: they scope it like a title
     asks: bool = False  # the sentence is itself a question (FAQ "常见问题：…？")
@@ -450,6 +454,7 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
                 position=len(units),
                 text=text,
                 features=_unit_features(text),
+                plain=_normalise(text).lower(),
                 table=table,
                 header=_header_features(tables, table),
                 asks=table is None and text.rstrip("”’」』）)》\"' ").endswith(("？", "?")),
@@ -652,8 +657,23 @@ class ExtractiveChatModel:
         anchors |= {
             t for t in question_terms if t.startswith("b:") and any(t[2:] in w for w in long_words)
         }
-        holds = {id(unit): question_terms & unit.features for unit in units}
+        # A question word spelled out in a sentence is in it, however jieba cut the sentence:
+        # "雌狸长65-70厘米" comes out as "雌" + "狸长", and still says 雌狸.
+        spelled = [(t, t[2:]) for t in question_terms if t.startswith("w:") and len(t) > 3 and _CJK_RUN.fullmatch(t[2:])]
+        holds = {
+            id(unit): (question_terms & unit.features) | {t for t, word in spelled if word in unit.plain}
+            for unit in units
+        }
         weights = _term_weights(question_terms, list(holds.values()))
+        # A sentence may say the question's word in another word of the same meaning ("负伤" for
+        # "受伤"): nearly as good as the word itself, as a title is.
+        # Grammar words ("一共", "大约") say nothing of the subject: their synonyms ("累计") less so.
+        alternatives = [(t, synonyms(word)) for t, word in spelled if word not in FUNCTION_WORDS]
+        alternatives = [(t, others) for t, others in alternatives if others]
+        synonymous = {
+            id(unit): {t for t, others in alternatives if any(o in unit.plain for o in others)} - holds[id(unit)]
+            for unit in units
+        } if alternatives else {}
         total = math.fsum(weights.values())
         wants = _wanted_shapes(question)
         asked_models = model_codes(question)
@@ -682,17 +702,19 @@ class ExtractiveChatModel:
                 # A row's column names scope it like a title, and may anchor it: "指示灯有哪些
                 # 状态" is answered by the rows under "| 指示灯状态 | 含义 |".
                 scoped = ((question_terms & unit.header) | inherited) - matched
-                if not (matched | scoped) & anchors:
+                said_otherwise = synonymous.get(id(unit), set()) - matched - scoped
+                if not (matched | scoped | said_otherwise) & anchors:
                     continue
                 if asked_models and _about_other_models(unit.text, asked_models):
                     # "星河X3 整机保修 2 年" never answers a question about X3 Pro.
                     continue
-                nearby = nearby_terms - matched - scoped
+                nearby = nearby_terms - matched - scoped - said_otherwise
                 # fsum: exact, so equal evidence gives equal support in every process (a plain
                 # sum over a set depends on its order, and ties would flip between runs).
                 support = math.fsum(
                     [weights[t] for t in matched]
                     + [weights[t] * _TITLE_CREDIT for t in scoped]
+                    + [weights[t] * _SYNONYM_CREDIT for t in said_otherwise]
                     + [
                         weights[t] * (_TITLE_CREDIT if t in title_terms else _NEARBY_CREDIT)
                         for t in nearby
@@ -704,7 +726,7 @@ class ExtractiveChatModel:
                 if not on_topic[part.order]:
                     score *= _OFF_TOPIC_FACTOR
                 own = math.fsum(weights[t] for t in matched)
-                scored.append(_Scored(unit, frozenset(matched | scoped), support, score, own))
+                scored.append(_Scored(unit, frozenset(matched | scoped | said_otherwise), support, score, own))
         return scored, weights
 
     def _by_meaning(

@@ -862,3 +862,37 @@ def test_a_numbered_item_is_one_sentence_with_its_number():
     # then: no line is a bare "1."
     assert all(line.split("[来源")[0].strip() not in {"1.", "2."} for line in answer_lines(answer))
     assert "打开密码自助服务平台" in answer
+
+
+def test_a_question_word_said_in_a_synonym_still_counts():
+    # given: both sentences name the router; only the second says what it is known for, with
+    # 特征 where the question says 特点
+    context = """<knowledge_context>
+[来源 1] 星河路由器说明
+星河路由器需放在通风处。
+星河路由器的特征是支持双频 Wi-Fi。
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    answer = ask_about(context, "星河路由器有什么特点？")
+    # then
+    assert answer_lines(answer)[0].startswith("星河路由器的特征是支持双频 Wi-Fi。")
+
+
+def test_a_question_word_is_found_however_jieba_cut_the_sentence():
+    # given: jieba cuts "雌狸长" into "雌" + "狸长", so the sentence has no word 雌狸; the other
+    # source shares the question's 大约 as a word
+    context = """<knowledge_context>
+[来源 1] 死亡蛇
+死亡蛇全长大约有70至100厘米。
+
+[来源 2] 马岛长尾狸猫
+雌狸长65-70厘米，尾巴差不多与雄狸一样长。
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    answer = ask_about(context, "雌狸大约有多长？")
+    # then
+    assert answer_lines(answer)[0].startswith("雌狸长65-70厘米")
