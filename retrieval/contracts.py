@@ -18,6 +18,9 @@ MAX_DOCUMENT_IDS = 50
 MAX_TOP_K = 50
 MAX_CANDIDATE_K = 200
 MAX_QUESTION_CHARS = 2000
+# `RetrievalTrace.empty_reason` when no base in the scope has a published version: the answer says
+# the knowledge is not live yet rather than that the question has no answer.
+NO_ACTIVE_VERSION = "no_active_version"
 
 
 @dataclass(frozen=True)

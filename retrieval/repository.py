@@ -29,7 +29,7 @@ from knowledge.selectors import (
     ready_documents_of_version,
 )
 
-from .contracts import AssetRef, FactsUnavailable
+from .contracts import NO_ACTIVE_VERSION, AssetRef, FactsUnavailable
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class DjangoRepository:
                 number = version.number
                 ready_documents = ready_documents_of_version(version=version, document_ids=document_ids)
             elif kb.active_version_id is None:
-                return ReadyFacts(None, frozenset(), None, scope, "no_active_version")
+                return ReadyFacts(None, frozenset(), None, scope, NO_ACTIVE_VERSION)
             else:
                 number = kb.active_version.number
                 ready_documents = ready_documents_of_active_version(kb_id=kb_id, document_ids=document_ids)
@@ -180,7 +180,7 @@ class DjangoRepository:
                 continue
             scope = _visibility_scope(kb, sorted(g.pk for g in kb.allowed_groups.all()))
             if kb.active_version_id is None:
-                facts[kb_id] = ReadyFacts(None, frozenset(), None, scope, "no_active_version")
+                facts[kb_id] = ReadyFacts(None, frozenset(), None, scope, NO_ACTIVE_VERSION)
                 continue
             ready = frozenset(ready_by_kb[kb_id])
             others = others_by_kb.get(kb_id)

@@ -51,6 +51,7 @@ from .contracts import (
     CacheSummary,
     ChannelError,
     FactsUnavailable,
+    NO_ACTIVE_VERSION,
     KbScopeTrace,
     RetrievalCancelled,
     RetrievalRequest,
@@ -135,6 +136,9 @@ class _Scope:
     def empty_reason(self) -> str:
         if self.ready_ids:
             return ""
+        if len(self.kb_ids) > 1 and any(facts.empty_reason != NO_ACTIVE_VERSION for facts in self.facts.values()):
+            # Some base of the scope is published: the scope is empty, not unpublished.
+            return "no_ready_documents"
         return self.primary.empty_reason or "no_ready_documents"
 
     def document_filters(self) -> tuple[_Filters, str]:

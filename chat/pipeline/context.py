@@ -24,7 +24,7 @@ from engines.glossary import is_foreign, rendering
 from engines.lexical import Coverage, content_terms, coverage
 from knowledge.locators import locator_label
 from knowledge.models import KnowledgeBase
-from retrieval.contracts import FaqHit, RetrievalResult
+from retrieval.contracts import NO_ACTIVE_VERSION, FaqHit, RetrievalResult
 
 from .preparation import HistoryTurn, RetrievalPlan
 from .rules import ContextRules
@@ -319,6 +319,20 @@ def insufficient_answer(kb: KnowledgeBase) -> str:
     return _(
         "根据当前知识库无法确定该问题的答案：没有找到足够可靠的依据。如需进一步帮助，请联系%(contact)s。"
     ) % {"contact": contact}
+
+
+def unpublished_answer(kb: KnowledgeBase) -> str:
+    """The answer while no version of the knowledge base is published: the reader learns that the
+    knowledge is not live yet, not that the question has no answer."""
+    contact = kb.support_contact or _("知识库管理员")
+    return _(
+        "该知识库尚未发布任何版本，暂时无法回答问题。发布后即可提问；如需帮助，请联系%(contact)s。"
+    ) % {"contact": contact}
+
+
+def decline_answer(kb: KnowledgeBase, *, reason: str) -> str:
+    """The decline text for why no evidence was selected (`ContextSelection.insufficient_reason`)."""
+    return unpublished_answer(kb) if reason == NO_ACTIVE_VERSION else insufficient_answer(kb)
 
 
 def contact_tail(kb: KnowledgeBase, answer: str) -> str:

@@ -68,7 +68,7 @@ from .confidence import (
 from .context import (
     ContextSelection,
     contact_tail,
-    insufficient_answer,
+    decline_answer,
     select_context,
     system_prompt,
     user_prompt,
@@ -329,7 +329,8 @@ class RAGService:
         turn.selection = selection
         if not selection.items:
             yield from self._single_answer(turn, hit_type=HitType.INSUFFICIENT_CONTEXT,
-                                           answer=insufficient_answer(turn.kb), intent=prepared.intent,
+                                           answer=decline_answer(turn.kb, reason=selection.insufficient_reason),
+                                           intent=prepared.intent,
                                            citations=(), top_score=selection.top_score)
             return None
         model = self._model()

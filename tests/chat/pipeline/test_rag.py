@@ -6,6 +6,7 @@ import threading
 
 import pytest
 from django.contrib.auth.models import AnonymousUser, User
+from django.utils import translation
 
 from chat.contracts import ChatQuery, ConfidenceLevel, GenerationFailed, Requester, TurnCancelled, VerificationStatus
 from chat.models import ChatEvidence, Conversation, Message, QueryTrace
@@ -13,8 +14,10 @@ from chat.pipeline.context import system_prompt
 from chat.pipeline.events import Delta, Evidence, Finished, Started, Status
 from chat.pipeline.rag import RAGService
 from chat.selectors import conversation_messages
-from knowledge.models import FAQ
+from knowledge.models import FAQ, Visibility
 from ragsite.errors import NotFound
+
+from tests.conftest import make_kb
 
 from .conftest import ScriptedModel, publish
 
@@ -84,6 +87,39 @@ def test_an_off_topic_question_is_insufficient_and_says_why(handbook_kb, recordi
     assert result.citations == ()
     assert result.retrieval["insufficient_context_reason"] in {"below_relevance_floor", "key_term_missing"}
     assert result.answer_confidence.level == ConfidenceLevel.LOW
+
+
+def test_a_knowledge_base_with_no_published_version_says_it_is_not_published(milvus, recording_model):
+    # given: a knowledge base that was created but never published
+    kb = make_kb(visibility=Visibility.PUBLIC)
+    # when
+    _, result = ask(kb, "年假有多少天？", model=recording_model)
+    # then: the reader learns the knowledge is not live yet, and whom to ask
+    assert result.hit_type == "insufficient_context"
+    assert result.retrieval["insufficient_context_reason"] == "no_active_version"
+    assert "尚未发布" in result.answer
+    assert not result.answer.startswith("根据当前知识库无法确定")
+    assert result.citations == ()
+    assert recording_model.calls == []
+    # and in English
+    with translation.override("en"):
+        _, english = ask(kb, "How many days of annual leave?", model=recording_model)
+    assert "has not published a version yet" in english.answer
+
+
+def test_a_scope_with_one_published_base_is_not_called_unpublished(handbook_kb, recording_model):
+    # given: an unpublished base asked together with a published one, about nothing either holds
+    draft = make_kb(visibility=Visibility.PUBLIC)
+    events = list(service(recording_model).run(
+        query=ChatQuery(knowledge_base_id=draft.slug, question="今天北京天气怎么样？",
+                        also_knowledge_base_ids=(handbook_kb.slug,)),
+        requester=Requester(AnonymousUser(), session_key="session-a"),
+    ))
+    # when
+    result = events[-1].result
+    # then: the usual decline, since one base of the scope is live
+    assert result.answer.startswith("根据当前知识库无法确定")
+    assert "尚未发布" not in result.answer
 
 
 def test_a_similar_faq_answers_directly_only_above_the_threshold(handbook_kb, recording_model, staff_user):
