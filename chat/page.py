@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from knowledge.access import readable_knowledge_bases
+from knowledge.selectors import example_questions
 
 # Nothing but this origin: answers quote documents written by others, so even if markup got
 # through the renderer it could neither run nor fetch anything from elsewhere. Configuration
@@ -22,6 +23,8 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
     "frame-ancestors 'none'"
 )
+
+EXAMPLE_QUESTIONS = 4
 
 # Strings that chat.js builds at run time; the template renders them for the active language.
 CATALOG = {
@@ -46,6 +49,7 @@ CATALOG = {
     "images": _("图片"),
     "faq": _("FAQ"),
     "no_knowledge_base": _("请先选择知识库。"),
+    "examples": _("可以这样问："),
     "locator_page": _("第 {page} 页"),
     "locator_sheet": _("工作表 {sheet} {cells}"),
     "locator_slide": _("第 {slide} 张幻灯片"),
@@ -83,12 +87,15 @@ def chat_page(request: HttpRequest) -> HttpResponse:
     if lang in dict(settings.LANGUAGES):
         translation.activate(lang)
         request.LANGUAGE_CODE = lang
-    kbs = readable_knowledge_bases(request.user).select_related("active_version").order_by("name", "pk")
+    kbs = list(readable_knowledge_bases(request.user).select_related("active_version").order_by("name", "pk"))
+    examples = example_questions(kb_ids=[kb.pk for kb in kbs], limit=EXAMPLE_QUESTIONS)
     config = {
         "knowledge_bases": [
             {"id": kb.slug, "name": kb.name, "published": kb.active_version_id is not None,
              # Hosts whose links stay clickable in this knowledge base's answers (knowledge/links.py).
-             "link_hosts": list(kb.link_hosts)}
+             "link_hosts": list(kb.link_hosts),
+             # Offered on an empty conversation, so a first visitor sees what the base can answer.
+             "examples": examples.get(kb.pk, [])}
             for kb in kbs
         ],
         "csrf_token": get_token(request),

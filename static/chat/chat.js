@@ -44,6 +44,9 @@
     panelPreview: $("source-preview"),
     panelAssets: $("source-assets"),
     closePanel: $("close-panel"),
+    examples: $("examples"),
+    examplesTitle: $("examples-title"),
+    exampleList: $("example-list"),
     toggleSidebar: $("toggle-sidebar"),
   };
 
@@ -161,6 +164,29 @@
     return (kb && kb.link_hosts) || [];
   }
 
+  function examplesOf(slug) {
+    var kb = config.knowledge_bases.filter(function (item) {
+      return item.id === slug;
+    })[0];
+    return (kb && kb.examples) || [];
+  }
+
+  // An empty conversation offers the chosen base's most asked FAQ questions; one click asks it.
+  function renderExamples() {
+    var questions = el.messages.childElementCount ? [] : examplesOf(state.kb);
+    el.exampleList.textContent = "";
+    el.examplesTitle.textContent = t("examples");
+    questions.forEach(function (question) {
+      var item = node("li");
+      var button = node("button", "example", question);
+      button.type = "button";
+      button.setAttribute("data-question", question);
+      item.appendChild(button);
+      el.exampleList.appendChild(item);
+    });
+    el.examples.hidden = questions.length === 0;
+  }
+
   // The other knowledge bases ticked under "同时检索": the question reads them with the chosen one.
   function alsoBoxes() {
     return el.alsoBox ? Array.prototype.slice.call(el.alsoBox.querySelectorAll("input[name=also]")) : [];
@@ -218,6 +244,7 @@
     state.kb = slug;
     el.kbSelect.value = slug;
     syncAlso();
+    renderExamples();
     try {
       window.localStorage.setItem(STORAGE_KEY, slug);
     } catch (e) {
@@ -375,6 +402,7 @@
     var item = node("li", "msg user");
     item.appendChild(node("div", "bubble", text));
     el.messages.appendChild(item);
+    el.examples.hidden = true;
     return item;
   }
 
@@ -498,6 +526,7 @@
   function clearMessages() {
     el.messages.textContent = "";
     closePanel();
+    renderExamples();
   }
 
   // --- side panel -----------------------------------------------------------------------------
@@ -908,6 +937,12 @@
       event.preventDefault();
       el.composer.requestSubmit();
     }
+  });
+
+  el.exampleList.addEventListener("click", function (event) {
+    var button = event.target.closest("button[data-question]");
+    if (!button || state.streaming) return;
+    ask(button.getAttribute("data-question"));
   });
 
   el.stop.addEventListener("click", stopStreaming);

@@ -12,7 +12,8 @@ from django.conf import settings
 from django.urls import reverse
 
 from chat.page import CATALOG, CONTENT_SECURITY_POLICY
-from knowledge.models import Visibility
+from knowledge import services
+from knowledge.models import FAQ, Visibility
 from tests.conftest import make_kb
 
 pytestmark = pytest.mark.django_db
@@ -88,9 +89,25 @@ def test_unpublished_knowledge_bases_say_so(client):
     draft = make_kb(visibility=Visibility.PUBLIC)
     response = client.get("/")
     assert data_block(response, "chat-config")["knowledge_bases"] == [
-        {"id": draft.slug, "name": draft.name, "published": False, "link_hosts": []}
+        {"id": draft.slug, "name": draft.name, "published": False, "link_hosts": [], "examples": []}
     ]
     assert "（尚未发布）" in response.content.decode()
+
+
+def test_each_knowledge_base_offers_its_most_asked_enabled_faq_questions(client, staff_user):
+    # given: two public bases; the first has five FAQs with hit counts and one disabled FAQ
+    first, second = make_kb(visibility=Visibility.PUBLIC), make_kb(visibility=Visibility.PUBLIC)
+    for number, hits in enumerate([3, 9, 0, 5, 1]):
+        faq = services.save_faq(kb=first, question=f"问题{number}？", answer="答案。", actor=staff_user)
+        FAQ.objects.filter(pk=faq.pk).update(hit_count=hits)
+    hidden = services.save_faq(kb=first, question="停用的问题？", answer="答案。", actor=staff_user)
+    FAQ.objects.filter(pk=hidden.pk).update(enabled=False, hit_count=100)
+    services.save_faq(kb=second, question="第二个库的问题？", answer="答案。", actor=staff_user)
+    # when
+    offered = {kb["id"]: kb["examples"] for kb in data_block(client.get("/"), "chat-config")["knowledge_bases"]}
+    # then: the four most asked enabled questions, most asked first, each base its own
+    assert offered[first.slug] == ["问题1？", "问题3？", "问题0？", "问题4？"]
+    assert offered[second.slug] == ["第二个库的问题？"]
 
 
 def test_page_allows_nothing_but_its_own_origin_and_runs_no_inline_script(client):

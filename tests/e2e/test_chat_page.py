@@ -330,6 +330,33 @@ def test_a_question_can_read_a_second_knowledge_base_and_its_sources_name_it(sit
     assert_inert(watched)
 
 
+def test_an_empty_conversation_offers_example_questions_that_ask_themselves(site, open_page):
+    # given: the chat page opened on the demo knowledge base with no conversation yet
+    watched = open_page(f"{site.base_url}/?kb=demo")
+    page = watched.page
+    examples = page.locator("#example-list button.example")
+    examples.first.wait_for()
+    offered = examples.all_inner_texts()
+    # then: the base's own FAQ questions are offered, under a Chinese title
+    assert 1 <= len(offered) <= 4
+    assert set(offered) <= set(KnowledgeBase.objects.get(slug="demo").faqs.values_list("question", flat=True))
+    assert page.locator("#examples-title").inner_text() == "可以这样问："
+    # when: one is clicked
+    examples.first.click()
+    answer = page.locator("li.msg.assistant").first
+    answer.locator(".confidence-badge").wait_for()
+    # then: it was asked and answered, and the examples give way to the conversation
+    assert page.locator("li.msg.user .bubble").first.inner_text() == offered[0]
+    assert answer.locator(".hit-type").get_attribute("data-hit-type") in {"faq_exact", "faq_direct"}
+    assert page.locator("#examples").is_hidden()
+    # and: a new conversation offers them again
+    page.click("#new-conversation")
+    examples.first.wait_for()
+    assert examples.all_inner_texts() == offered
+    watched.page.screenshot(path=str(ARTIFACTS / "chat-examples.png"))
+    assert_inert(watched)
+
+
 def test_faq_answer_shows_its_table_badge_and_reasons(site, open_page):
     watched = open_page(f"{site.base_url}/?kb=demo")
     # when
