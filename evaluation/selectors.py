@@ -19,6 +19,15 @@ def eval_set_named(*, name: str, kb_slug: str) -> EvalSet | None:
     )
 
 
+def eval_set_exists(*, knowledge_base, name: str) -> bool:
+    """Whether `knowledge_base` (None: no knowledge base) has a set called `name`."""
+    return EvalSet.objects.filter(knowledge_base=knowledge_base, name=name.strip()[:120]).exists()
+
+
+def has_default_eval_set(*, knowledge_base) -> bool:
+    return knowledge_base is not None and EvalSet.objects.filter(knowledge_base=knowledge_base, is_default=True).exists()
+
+
 @dataclass(frozen=True)
 class MetricRow:
     name: str

@@ -16,11 +16,15 @@ from evaluation.demo import demo_cases
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def eval_recipe() -> list[list[str]]:
-    """The `eval:` target's commands, with $(PY) as this interpreter."""
+def recipe(target: str) -> list[list[str]]:
+    """A Makefile target's commands, with $(PY) as this interpreter."""
     text = (ROOT / "Makefile").read_text(encoding="utf-8")
-    body = re.search(r"^eval:.*\n((?:\t.*\n)+)", text, re.M).group(1)
+    body = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", text, re.M).group(1)
     return [line.strip().replace("$(PY)", sys.executable).split() for line in body.splitlines() if line.strip()]
+
+
+def eval_recipe() -> list[list[str]]:
+    return recipe("eval")
 
 
 def test_the_demo_set_has_forty_questions_some_unanswerable_each_naming_its_file():
@@ -48,7 +52,11 @@ def test_make_eval_prints_the_ablation_and_the_answer_tables(tmp_path):
         return result
 
     run([sys.executable, "manage.py", "migrate", "--noinput"])
-    run([sys.executable, "manage.py", "bootstrap"])
+    bootstrapped = [run(command) for command in recipe("bootstrap")]
+    # the demo's set is its default from the first `make run` on, and a second run leaves it alone
+    assert "default of demo" in bootstrapped[-1].stdout
+    again = run(recipe("bootstrap")[-1])
+    assert "已存在" in again.stdout
 
     # when
     imported, retrieval, answers = (run(command) for command in eval_recipe())

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from evaluation.models import EvalRun
+from evaluation.models import EvalRun, EvalSet
 from evaluation.release import ReleaseCheck
 from knowledge import services
 from knowledge.models import Document, KnowledgeBase, KnowledgeBaseVersion, VersionStatus
@@ -191,3 +191,18 @@ def test_reimporting_the_same_set_keeps_the_drafts_check_current(kb_with_default
     # then: only a real change of the cases makes the old runs stale
     assert unchanged == "done"
     assert ReleaseCheck().report(version=draft).status == "pending"
+
+
+def test_importing_if_new_keeps_a_default_staff_chose_and_skips_a_missing_base(kb_with_default_set, tmp_path):
+    # given: the base's default is the staff's own set "release"
+    out = io.StringIO()
+    # when: the demo set is offered as it is on every `make run`
+    call_command("import_eval_set", "--demo", "--kb", "rel", "--default", "--if-new", stdout=out)
+    call_command("import_eval_set", "--demo", "--kb", "rel", "--default", "--if-new", stdout=out)
+    call_command("import_eval_set", "--demo", "--kb", "gone", "--default", "--if-new", stdout=out)
+    # then: imported once (it did not exist) without taking the default, then skipped; a missing
+    # base is not an error
+    sets = EvalSet.objects.filter(knowledge_base=kb_with_default_set)
+    assert sorted(sets.values_list("name", flat=True)) == ["demo", "release"]
+    assert sets.get(is_default=True).name == "release"
+    assert "评测集 demo 已存在" in out.getvalue() and "知识库 gone 不存在" in out.getvalue()
