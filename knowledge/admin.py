@@ -35,7 +35,7 @@ from .models import (
 )
 from .locators import locator_label
 from .release_gate import blocking_reason, release_gate
-from .selectors import document_timeline, ingestion_queue, retained_versions_holding
+from .selectors import VersionChanges, document_timeline, ingestion_queue, retained_versions_holding, version_changes
 
 # 生效中 (active) and 就绪 (ready) must not look alike: one answers questions, the other could.
 STATUS_COLOURS = {
@@ -282,6 +282,21 @@ def _confirm_switch(model_admin, request, queryset, *, action, title, describe, 
     )
 
 
+def render_version_changes(changes: VersionChanges):
+    """The documents a publish adds, replaces and removes for readers, as the publish page lists them."""
+    if changes.against is None:
+        lead = _("首次发布，读者将看到以下文档：")
+    else:
+        lead = _("与当前生效版本 v%(n)s 相比：") % {"n": changes.against}
+    groups = [(_("新增"), changes.added), (_("更新"), changes.changed), (_("移除"), changes.removed)]
+    rows = format_html_join("", '<li>{}（{}）：{}</li>', (
+        (label, len(titles), "、".join(titles[:20]) + ("…" if len(titles) > 20 else "")) for label, titles in groups if titles
+    ))
+    if not rows:
+        rows = format_html("<li>{}</li>", _("文档没有变化。"))
+    return format_html('<div class="rag-version-changes"><p>{}</p><ul>{}</ul></div>', lead, rows)
+
+
 def render_release_report(version: KnowledgeBaseVersion, report):
     """The release check as the publish page shows it: deltas, lost and gained questions."""
     if report is None:
@@ -387,7 +402,8 @@ class KnowledgeBaseVersionAdmin(KnowledgeScopedAdmin):
         return _confirm_switch(
             self, request, queryset, action="activate", title=_("发布版本"),
             describe=lambda v: format_html(
-                "{}{}", _("%(kb)s：发布 v%(n)s") % {"kb": v.knowledge_base.name, "n": v.number},
+                "{}{}{}", _("%(kb)s：发布 v%(n)s") % {"kb": v.knowledge_base.name, "n": v.number},
+                render_version_changes(version_changes(version=v)),
                 render_release_report(v, reports[v.pk]),
             ),
             perform=lambda v, reason, override: services.activate_version(

@@ -190,3 +190,33 @@ def example_questions(*, kb_ids: Iterable[int], limit: int = 4) -> dict[int, lis
     for kb_id, question in ranked:
         examples.setdefault(kb_id, []).append(question)
     return examples
+
+
+@dataclass(frozen=True)
+class VersionChanges:
+    """What publishing `version` changes for readers, against the knowledge base's live version
+    (`against` None: nothing is live, every document is new). Document titles, sorted.
+    A document counts as changed when the live version holds another file of the same name."""
+
+    against: int | None
+    added: tuple[str, ...]
+    changed: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+def version_changes(*, version: KnowledgeBaseVersion) -> VersionChanges:
+    active = version.knowledge_base.active_version
+    if active is not None and active.pk == version.pk:
+        return VersionChanges(against=active.number, added=(), changed=(), removed=())
+    mine = {doc.pk: doc for doc in version.documents.only("pk", "title", "original_name")}
+    live = {doc.pk: doc for doc in active.documents.only("pk", "title", "original_name")} if active else {}
+    new = [doc for pk, doc in mine.items() if pk not in live]
+    gone = [doc for pk, doc in live.items() if pk not in mine]
+    gone_names = {doc.original_name for doc in gone}
+    new_names = {doc.original_name for doc in new}
+    return VersionChanges(
+        against=active.number if active else None,
+        added=tuple(sorted(doc.title for doc in new if doc.original_name not in gone_names)),
+        changed=tuple(sorted(doc.title for doc in new if doc.original_name in gone_names)),
+        removed=tuple(sorted(doc.title for doc in gone if doc.original_name not in new_names)),
+    )

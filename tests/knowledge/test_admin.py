@@ -15,6 +15,7 @@ from knowledge.models import (
     VersionActivation,
     VersionStatus,
 )
+from knowledge import services
 from tests.conftest import make_document, make_ready_version
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +94,31 @@ def test_activate_action_asks_for_confirmation_then_records_reason_and_actor(adm
     assert activation.reason == "季度更新"
     assert activation.actor == staff_user
     assert "已切换到 v1" in done.content.decode()
+
+
+def test_the_publish_page_lists_the_documents_added_changed_and_removed(admin_client_logged_in, kb, staff_user):
+    # given: v1 live with three documents
+    url = reverse("admin:knowledge_knowledgebaseversion_changelist")
+    kept, replaced, dropped = (make_document(kb, title=title) for title in ("保留的文档", "旧的报销制度", "下线的文档"))
+    first = make_ready_version(kb, documents=[kept, replaced, dropped])
+    first_page = admin_client_logged_in.post(url, {"action": "activate", "_selected_action": [first.pk]}).content.decode()
+    services.activate_version(version=first, actor=staff_user, reason="上线")
+    # and: a draft that re-uploads one file under its old name, drops one and adds one
+    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    draft.documents.remove(replaced, dropped)
+    newer = make_document(kb, title="新的报销制度")
+    Document.objects.filter(pk=newer.pk).update(original_name=replaced.original_name)
+    draft.documents.add(newer, make_document(kb, title="新增的文档"))
+    services.mark_version_ready(version=draft)
+    # when
+    page = admin_client_logged_in.post(url, {"action": "activate", "_selected_action": [draft.pk]}).content.decode()
+    # then: the first publish says so; the second names what readers gain, see changed and lose
+    assert "首次发布" in first_page
+    assert "与当前生效版本 v1 相比" in page
+    assert "新增（1）：新增的文档" in page
+    assert "更新（1）：新的报销制度" in page
+    assert "移除（1）：下线的文档" in page
+    assert "保留的文档" not in page
 
 
 def test_rollback_action_from_kb_list(admin_client_logged_in, kb_with_two_published_versions):
