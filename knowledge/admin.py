@@ -21,7 +21,7 @@ from ragsite.errors import DomainError
 from . import services
 from .access import Role, access_asset, can_create_knowledge_base, knowledge_bases_with_role
 from .admin_scope import KnowledgeScopedAdmin, KnowledgeScopedInline
-from .forms import FAQForm, SwitchVersionForm, UploadDocumentsForm
+from .forms import FAQForm, KnowledgeBaseAddForm, SwitchVersionForm, UploadDocumentsForm
 from .models import (
     FAQ,
     CacheNamespace,
@@ -125,6 +125,9 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
+        if obj is None:
+            # Chosen on the add form instead (embedding_choice); fixed afterwards.
+            return [name for name in fields if name not in ("embedding_model", "embedding_dimension")]
         if obj is not None:
             fields += ["slug", "chunk_size_tokens", "chunk_overlap_tokens"]
             if not self.holds(request, obj, Role.PUBLISHER):
@@ -132,7 +135,17 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
                            "link_allowed_hosts"]
         return fields
 
+    def get_fieldsets(self, request, obj=None):
+        if obj is not None:
+            return self.fieldsets
+        swap = {"embedding_model": "embedding_choice"}
+        return [(title, {**options, "fields": [swap.get(name, name) for name in options["fields"]
+                                               if name != "embedding_dimension"]})
+                for title, options in self.fieldsets]
+
     def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = KnowledgeBaseAddForm
         form = super().get_form(request, obj, **kwargs)
         if obj is not None or request.user.is_superuser:
             return form
@@ -193,7 +206,8 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
             publisher_groups=form.cleaned_data.get("publisher_groups", []),
             support_contact=obj.support_contact, chunk_size_tokens=obj.chunk_size_tokens,
             chunk_overlap_tokens=obj.chunk_overlap_tokens, custom_terms=obj.custom_terms,
-            link_allowed_hosts=obj.link_allowed_hosts.splitlines(), actor=request.user,
+            link_allowed_hosts=obj.link_allowed_hosts.splitlines(),
+            embedding_model=form.cleaned_data.get("embedding_choice") or None, actor=request.user,
         )
         if obj.release_max_regression_points is not None:
             services.update_knowledge_base(kb=kb, actor=request.user,

@@ -5,7 +5,46 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from engines.providers import embedding_choices
+from engines.providers.e5 import E5_EMBEDDING_MODEL
+from engines.providers.local import LOCAL_EMBEDDING_MODEL
+
 from .models import FAQ, KnowledgeBase
+
+# What staff read when they choose a new knowledge base's embedding model.
+_EMBEDDING_NAMES = {
+    E5_EMBEDDING_MODEL: _("e5-small 多语言语义模型（本地运行，中英文问题都能按意思检索）"),
+    LOCAL_EMBEDDING_MODEL: _("词法哈希（本地运行，只按字词匹配，不理解意思，适合测试）"),
+}
+
+
+def embedding_model_choices() -> list[tuple[str, str]]:
+    choices = []
+    for index, (model, dimension) in enumerate(embedding_choices()):
+        label = _("%(name)s · %(dim)s 维") % {"name": _EMBEDDING_NAMES.get(model, model), "dim": dimension}
+        choices.append((model, _("%(label)s（部署默认）") % {"label": label} if index == 0 else label))
+    return choices
+
+
+class KnowledgeBaseAddForm(forms.ModelForm):
+    """The new-knowledge-base form: the model fields plus the embedding model, which is fixed at
+    creation because every vector of the base lives in its space."""
+
+    # Not required: a post without it (a script) gets the deployment's default, as the service does.
+    embedding_choice = forms.ChoiceField(
+        label=_("向量模型"), required=False,
+        help_text=_("创建后不能更改：更换向量模型需要新建知识库并重新导入文档。"),
+    )
+
+    class Meta:
+        model = KnowledgeBase
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields["embedding_choice"]
+        field.choices = embedding_model_choices()
+        field.initial = field.choices[0][0]
 
 
 class MultipleFileInput(forms.ClearableFileInput):

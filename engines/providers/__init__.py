@@ -259,9 +259,17 @@ def embedding_space(model: str | None = None, dimension: int | None = None) -> t
         raise ImproperlyConfigured(f"the dimension of embedding model {model} is needed")
     return model, int(dimension)
 
+def embedding_choices() -> tuple[tuple[str, int], ...]:
+    """The embedding spaces a new knowledge base may be created in: the deployment's default
+    first, then the local models, which need no key and no network."""
+    spaces = [embedding_space()] + [(model, dimension) for model, dimension in _LOCAL_DIMENSIONS.items()]
+    return tuple(dict.fromkeys(spaces))
+
+
 __all__ = [
     "PROVIDERS",
     "clear_provider_cache",
+    "embedding_choices",
     "embedding_space",
     "get_captioner",
     "get_chat_model",

@@ -71,6 +71,26 @@ def test_create_kb_in_admin_goes_through_the_service(admin_client_logged_in):
     assert kb.cache_namespace.cache_epoch == 1
 
 
+def test_the_new_kb_form_offers_the_embedding_models_and_creates_the_chosen_one(admin_client_logged_in):
+    # given
+    url = reverse("admin:knowledge_knowledgebase_add")
+    # when
+    page = admin_client_logged_in.get(url).content.decode()
+    response = admin_client_logged_in.post(
+        url, {"slug": "semantic", "name": "语义检索库", "description": "", "support_contact": "", "visibility": "internal",
+              "chunk_size_tokens": 512, "chunk_overlap_tokens": 48, "embedding_choice": "local-e5-small-v1"},
+    )
+    # then: a choice in words, the deployment's default marked, no bare "-" for the model
+    assert '<select name="embedding_choice"' in page
+    assert "e5-small 多语言语义模型" in page and "384 维" in page and "（部署默认）" in page
+    assert response.status_code == 302, response.content.decode()[:2000]
+    kb = KnowledgeBase.objects.get(slug="semantic")
+    assert (kb.embedding_model, kb.embedding_dimension) == ("local-e5-small-v1", 384)
+    # and: the change form shows it fixed
+    change = admin_client_logged_in.get(reverse("admin:knowledge_knowledgebase_change", args=[kb.pk])).content.decode()
+    assert '<select name="embedding_choice"' not in change and "local-e5-small-v1" in change
+
+
 def test_activate_action_asks_for_confirmation_then_records_reason_and_actor(admin_client_logged_in, kb, staff_user):
     # given
     version = make_ready_version(kb)
