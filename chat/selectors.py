@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils.timezone import localtime
 
 from knowledge.access import readable_knowledge_bases
 
@@ -79,7 +80,7 @@ def conversation_messages(*, conversation: Conversation) -> list[dict[str, Any]]
             "status": message.status,
             "error_code": message.error_code,
             "trace_id": str(message.trace_id) if message.trace_id else None,
-            "created_at": message.created_at.isoformat(),
+            "created_at": localtime(message.created_at).isoformat(),
             "evidence": None,
         }
         evidence = getattr(message, "evidence", None) if message.role == MessageRole.ASSISTANT else None

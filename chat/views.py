@@ -15,6 +15,7 @@ import logging
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.utils.timezone import localtime
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -271,8 +272,8 @@ class ConversationListView(GenericAPIView):
                 "id": str(c.pk),
                 "knowledge_base_id": c.knowledge_base.slug,
                 "title": c.title,
-                "created_at": c.created_at.isoformat(),
-                "updated_at": c.updated_at.isoformat(),
+                "created_at": localtime(c.created_at).isoformat(),
+                "updated_at": localtime(c.updated_at).isoformat(),
             }
             for c in page
         ]
@@ -291,8 +292,8 @@ class ConversationDetailView(APIView):
                 "id": str(conversation.pk),
                 "knowledge_base_id": conversation.knowledge_base.slug,
                 "title": conversation.title,
-                "created_at": conversation.created_at.isoformat(),
-                "updated_at": conversation.updated_at.isoformat(),
+                "created_at": localtime(conversation.created_at).isoformat(),
+                "updated_at": localtime(conversation.updated_at).isoformat(),
                 "messages": selectors.conversation_messages(conversation=conversation),
             }
         )

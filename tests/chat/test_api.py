@@ -3,8 +3,11 @@ on real components (ingestion, Milvus Lite, the local provider, the database).""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from chat.models import Conversation, QueryTrace, TraceStatus
@@ -146,6 +149,23 @@ def test_conversation_list_is_paginated_newest_first(chat_kb, member_api):
     item = body["results"][0]
     assert set(item) == {"id", "knowledge_base_id", "title", "created_at", "updated_at"}
     assert (item["knowledge_base_id"], item["title"]) == (chat_kb.slug, GREETING)
+
+
+def test_api_times_are_iso_8601_in_the_deployments_zone(chat_kb, member_api):
+    # given: a conversation with messages
+    turn = ask(member_api, chat_kb, GREETING).json()
+    # when: its times are read from the list, the detail and a knowledge base of the API
+    listed = member_api.get("/api/chat/conversations").json()["results"][0]
+    detail = member_api.get(f"/api/chat/conversations/{turn['conversation_id']}").json()
+    kb = member_api.get(f"/api/knowledge-bases/{chat_kb.slug}/").json()
+    stamps = [listed["created_at"], listed["updated_at"], detail["created_at"], detail["updated_at"],
+              *(message["created_at"] for message in detail["messages"]), kb["created_at"]]
+    # then: every one carries the offset of settings.TIME_ZONE, none UTC's
+    offset = timezone.localtime().strftime("%z")
+    expected = f"{offset[:3]}:{offset[3:]}"
+    assert offset != "+0000", "the test needs a deployment zone other than UTC"
+    assert all(datetime.fromisoformat(stamp).utcoffset() is not None for stamp in stamps)
+    assert {stamp[-6:] for stamp in stamps} == {expected}, stamps
 
 
 def test_conversation_detail_returns_messages_with_their_evidence(chat_kb, member_api, engineer_user):
