@@ -70,7 +70,7 @@ STREAM_PATH = "/api/chat/stream"
 SEARCH_PATH = "/api/retrieval/search"
 KB_SLUG = "bench-load"
 
-# Environment of daphne and the worker: production-like, and issue 11's abuse limits lifted (an
+# Environment of daphne and the worker: production-like, and the per-client abuse limits lifted (an
 # empty rate means unlimited), so that they do not pose as capacity. The throttle probe runs a
 # second daphne without these overrides to report the limits separately.
 THROTTLE_OVERRIDES = {

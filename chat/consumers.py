@@ -1,4 +1,4 @@
-"""`ws/chat/` — seed 003 §7 events over a WebSocket: `start`, `status`, `token`, `end`, `error`.
+"""`ws/chat/` — the turn's events over a WebSocket: `start`, `status`, `token`, `end`, `error`.
 
 One socket serves many turns, one at a time. The client sends
 `{"type": "question", "knowledge_base_id": …, "question": …, "conversation_id"?: …, options…}`

@@ -219,7 +219,7 @@ class AnswerFeatures:
         return {name: round(value, 4) for name, value in asdict(self).items()}
 
 
-# The seed's fixed levels, for answers without a calibrated model (direct, FAQ, declines).
+# The fixed levels, for answers without a calibrated model (direct, FAQ, declines).
 HIGH = 0.82
 MEDIUM = 0.55
 

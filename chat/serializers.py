@@ -1,4 +1,4 @@
-"""Request bodies of the chat endpoints: the seed 000 §2 body plus `conversation_id`, or the AI
+"""Request bodies of the chat endpoints: the retrieval API's question body plus `conversation_id`, or the AI
 SDK's own (`messages` as UI messages, the chat `id`, and `knowledge_base_id` in the body)."""
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ class AnswerConfidenceOutput(serializers.Serializer):
     level = serializers.CharField()
     label = serializers.CharField()
     reasons = serializers.ListField(child=serializers.CharField())
-    # Diagnostics whose keys follow the confidence model (seed 003 §4.2).
+    # Diagnostics whose keys follow the confidence model (chat.pipeline.confidence).
     evidence_confidence = serializers.DictField()
     generation_verification = serializers.DictField()
     signals = serializers.DictField()

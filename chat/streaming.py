@@ -1,4 +1,4 @@
-"""Running a turn under an event loop (seed 003 §7.5), for SSE and WebSocket.
+"""Running a turn under an event loop, for SSE and WebSocket.
 
 `TurnRunner` drives `RAGService`'s phases and hands their events to the loop through an
 asyncio queue:

@@ -229,7 +229,7 @@ ANSWER_TOKENS = 150
 
 
 # dense, sparse, hybrid with every stage, then hybrid without one stage at a time, and with
-# parent expansion (seed 001 §7: Small2Big does not change chunk ranks; measured for its cost).
+# parent expansion (Small2Big does not change chunk ranks; measured for its cost).
 ABLATION = (
     ("dense", {"mode": "dense"}),
     ("sparse", {"mode": "sparse"}),

@@ -1,4 +1,4 @@
-"""Dynamic top-k after rerank (seed 002 §6): stop at a score cliff."""
+"""Dynamic top-k after rerank: stop at a score cliff."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FAQ retrieval: which curated questions match a user question (seed 003 §2.6–2.7).
+"""FAQ retrieval: which curated questions match a user question.
 
 Each FAQ is indexed once per phrasing (standard and similar questions). Per query variant the
 dense and sparse channels run concurrently on the FAQ collection; hits are folded to FAQs (best

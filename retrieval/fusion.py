@@ -1,5 +1,5 @@
 """Fusion of the channels' ranked lists: convex (score-aware, the default) and Reciprocal Rank Fusion
-(rank-only, k=60 as the seeds specify; selectable with RAG_FUSION=rrf or a request's `fusion`)."""
+(rank-only, the customary k=60; selectable with RAG_FUSION=rrf or a request's `fusion`)."""
 
 from __future__ import annotations
 

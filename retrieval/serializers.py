@@ -1,4 +1,4 @@
-"""Request validation for the retrieval API (seed 000 §2) and the retrieval options of chat."""
+"""Request validation for the retrieval API and the retrieval options of chat."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """RetrievalService: choose the evidence for a question. It builds no prompt and writes no answer.
 
-Stages (seed 001, 003 §2): READY facts → epoch + cache → query variants (optional rewrite) →
+Stages: READY facts → epoch + cache → query variants (optional rewrite) →
 concurrent dense / sparse (and HyDE) channels → re-filter by READY → fusion (convex by default,
 RRF k=60 selectable) → optional rerank →
 top-k (optionally dynamic) → optional Small2Big → assets. Failure semantics:
@@ -485,7 +485,7 @@ class RetrievalService:
 
     def _cut(self, request, ranked, run: _Run):
         if request.dynamic_top_k and (not request.enable_rerank or self.reranker is None):
-            # Cliffs are only meaningful on comparable rerank scores (seed 002 §6).
+            # Cliffs are only meaningful on comparable rerank scores: fused scores are rank-based.
             run.notes.append("dynamic_top_k_needs_rerank")
         if request.dynamic_top_k and request.enable_rerank and self.reranker is not None:
             scores = [r for _, _, r in ranked if r is not None]
@@ -507,7 +507,7 @@ class RetrievalService:
                     for row in hits
                 }
             except FactsUnavailable:
-                # Seed 001 §6: a failed expansion keeps the matched child.
+                # A failed expansion keeps the matched child: the answer loses context, not evidence.
                 run.degradations.append("parent_expansion_failed")
                 run.errors.append(ChannelError("parent_expansion", "facts_unavailable", _("上下文扩展失败，已使用命中块。")))
                 expansions = {}

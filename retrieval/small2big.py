@@ -1,4 +1,4 @@
-"""Small2Big (seed 001 §5): match on small children, answer from their neighbourhood.
+"""Small2Big: match on small children, answer from their neighbourhood.
 
 A hit is expanded with its ±1 neighbours when they belong to the same document and the same
 semantic parent (legacy chunks without a parent: only when heading path and locator are

@@ -1,1 +1,1 @@
-"""The answering pipeline (seed 003 stages 0–7), one module per stage; `rag.RAGService` runs it."""
+"""The answering pipeline (stages 0–7, listed in `rag`), one module per stage; `rag.RAGService` runs it."""

@@ -1,4 +1,4 @@
-"""Citations (seed 000 §7, seed 003 §5), built from the selected evidence — never parsed from
+"""Citations, built from the selected evidence — never parsed from
 what the model wrote — plus the supporting sentence of each answer line.
 
 `build_citations` runs before generation: one citation per context item, numbered like the
@@ -124,7 +124,7 @@ def attach_support(
 
 
 def reference_tail(citations: tuple[Citation, ...], *, limit: int) -> str:
-    """Seed 003 §5: an answer without inline citations gets its top sources listed at the end
+    """An answer without inline citations gets its top sources listed at the end
     (it does not count as inline citation in the verification)."""
     if not citations:
         return ""

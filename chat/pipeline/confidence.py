@@ -1,4 +1,4 @@
-"""`answer_confidence` (seed 003 §4.2), exactly as specified there.
+"""`answer_confidence`: how sure a turn is of its answer, from the evidence and from the answer text.
 
 1. `calculate_evidence_confidence` before generation, per answer path:
 
@@ -21,14 +21,14 @@
 4. Document answers are then scored on data instead (`ConfidenceRules`, the `[confidence]`
    table of the rules file): a logistic model over `AnswerFeatures` measured on the written
    answer, fitted on evaluation runs, with the high / medium cut-offs chosen so that answers
-   labelled high were right at least 95% of the time on every set measured. The seed's formula
+   labelled high were right at least 95% of the time on every set measured. The fixed formula above
    ranked right and wrong answers no better than chance on those runs.
 
 `retrieval_top_score` is the relevance of the best evidence on the provider-independent lexical
 scale of `engines.lexical` (FAQ similarity, or question coverage of a document), in [0, 1]:
 fusion scores are rank-based and say nothing absolute.
 
-Generation verification (the seed names the signals, not the formula; ours):
+Generation verification:
 score = 0.25 + 0.45 × citation_coverage + 0.30 × context_overlap − 0.10 per removed invalid
 citation (at most 3), clamped to [0, 1]; `verified` when coverage ≥ 0.8, overlap ≥ 0.7 and no
 invalid citation, `failed` when the answer is empty, declines, or scores below 0.45, else
@@ -305,7 +305,7 @@ def combine_answer_confidence(
     evidence: EvidenceConfidence, generation: GenerationVerification, *,
     features: AnswerFeatures | None = None, rules: ConfidenceRules | None = None,
 ) -> AnswerConfidence:
-    """The seed's min(evidence, generation); for a document answer with calibration rules, the
+    """min(evidence, generation); for a document answer with calibration rules, the
     calibrated probability of being right instead (never above a failed verification's score,
     never high when the answer lacks what was asked)."""
     applicable = generation.status != VerificationStatus.NOT_APPLICABLE

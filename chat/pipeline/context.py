@@ -1,4 +1,4 @@
-"""Stage 5: context building (seed 003 §3, §4.1) — what the model may read, numbered.
+"""Stage 5: context building — what the model may read, numbered.
 
 `select_context` keeps, in this order: FAQ hits first (at most two), then document results;
 each must pass the relevance floor (the share of the question's content terms it contains, on
@@ -50,7 +50,7 @@ class ContextItem:
 @dataclass(frozen=True)
 class ContextSelection:
     items: tuple[ContextItem, ...]
-    sources: tuple[dict, ...]  # seed 003 §4.1: FAQ top 2 + documents top 5, for the client
+    sources: tuple[dict, ...]  # FAQ top 2 + documents top 5, what the client lists as sources
     top_score: float  # best relevance among candidates (evidence confidence input)
     insufficient_reason: str
     candidates: tuple[dict, ...]  # every candidate with its relevance and what happened to it

@@ -1,6 +1,6 @@
 """What `RAGService.run` yields, in this order: `Started`, `Status`…, `Evidence`, `Delta`…,
 `Finished`. Transports translate them: the SSE view into AI SDK UI message parts, the WebSocket
-consumer into seed 003 §7 events (`start` / `status` / `token` / `end` / `error`).
+consumer into the WebSocket's events (`start` / `status` / `token` / `end` / `error`).
 
 Everything up to and including `Evidence` is preparation (validation, access, routing, retrieval,
 citations): a failure there is an ordinary error response. After `Evidence` the answer streams.

@@ -1,7 +1,7 @@
-"""Stage 3: FAQ retrieval with the threshold direct answer (seed 003 §2.6.1, §2.7).
+"""Stage 3: FAQ retrieval with the threshold direct answer.
 
 The route's fast-path candidates for the original question are reused, without a second search,
-only when all of these hold (seed 003 §2.6.1): the retrieval question is still the original
+only when all of these hold: the retrieval question is still the original
 (no follow-up rewrite), it is the first variant, no document filter differs (FAQs have none),
 and the fast path fetched at least as many candidates as the plan needs. Otherwise the FAQ
 collection is searched with the plan's variants.

@@ -5,7 +5,7 @@ what is stored. The model quotes documents written by others and may follow inst
 in them, so its output is treated as hostile markdown:
 - citation markers for sources in the context become the canonical `[来源 N](citation://N)`
   (models also write `[来源 N]`, `【来源 N】`, `[N]`); markers for any other number are removed
-  and counted — they point outside the context (seed 003 §4.2.2 `invalid_citation_numbers`);
+  and counted — they point outside the context (`invalid_citation_numbers` in the verification);
 - images survive only as `![alt](asset://ID)` with an ID from this message's results. Any other
   image — an external URL, an unknown asset, a title or spaces in the destination, brackets in
   the alt text, a reference-style image (`![x][ref]`) — is removed and counted; a `!` that does

@@ -1,4 +1,4 @@
-"""Stage 2: retrieval preparation (seed 003 §2, `prepare_retrieval`).
+"""Stage 2: retrieval preparation (`prepare_retrieval`).
 
 History (the last N finished turns) → follow-up detection → rewrite of an elliptical follow-up
 into a standalone question → intent → the retrieval plan → query variants (the question

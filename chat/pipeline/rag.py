@@ -1,4 +1,4 @@
-"""RAGService: one question through seed 003's stages 0–7, as a stream of events.
+"""RAGService: one question through stages 0–7, as a stream of events.
 
     stage 0  context          validate, access, conversation, trace id, stored question
     stage 1  routing          direct answer | FAQ exact | retrieval
@@ -9,7 +9,7 @@
     stage 6  generation       streamed through citation enforcement, verified, confidence
     stage 7  persistence      answer + evidence + trace in one transaction
 
-Streaming and non-streaming callers share this one generator (seed 000 §7): everything up to
+Streaming and non-streaming callers share this one generator: everything up to
 the `Evidence` event is preparation and raises ordinary errors; after it the answer streams.
 Closing the generator or setting `cancel` stops it: retrieval and the model call are abandoned
 and the turn is stored as cancelled.

@@ -1,4 +1,4 @@
-"""Stage 1: query routing (seed 003 §2.5–2.6) — direct answer, FAQ exact, or retrieval.
+"""Stage 1: query routing — direct answer, FAQ exact, or retrieval.
 
 `route` says what the system does next, `intent` what the user wants: an exact FAQ hit is
 `route=faq_exact` with `intent=FAQ_QUERY`. Direct answers come first, so greetings and

@@ -1,4 +1,4 @@
-"""Hostile content (issue 11 §3): documents and FAQs that carry prompt injection, fake citation
+"""Hostile content: documents and FAQs that carry prompt injection, fake citation
 markers, fake `asset://` ids, external images, HTML / JS, very long lines, control characters and
 bidirectional overrides, ingested through the real parsers and answered by the real pipeline.
 

@@ -1,4 +1,4 @@
-"""`ws/chat/` with a real client (`websockets`) against daphne: seed 003 §7 events, many turns
+"""`ws/chat/` with a real client (`websockets`) against daphne: the turn's events, many turns
 per socket, errors that end a turn and not the socket, HTTP's access rules, cancel, and the
 production channel layer on Redis."""
 

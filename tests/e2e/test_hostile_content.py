@@ -1,4 +1,4 @@
-"""Hostile content in headless Chromium (issue 11 §3): the chat page and the admin pages that show
+"""Hostile content in headless Chromium: the chat page and the admin pages that show
 documents, chunks, FAQs, traces, conversations and hit-test results of a knowledge base whose
 documents and FAQ carry HTML / JS, fake citations and images (see
 `tests/chat/test_hostile_content.py` for the payloads and the server-side checks).

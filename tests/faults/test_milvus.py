@@ -1,7 +1,7 @@
 """Milvus Lite killed (SIGKILL) between requests and in the middle of one, for dense-only,
 sparse-only and hybrid retrieval and for a chat turn; restarted, and the next request is served.
 
-Seed 001 §6: one channel failing lets the other continue; all recall channels failing is an
+One channel failing lets the other continue; all recall channels failing is an
 error, here `retrieval_unavailable` (503) with the failed channels listed. A chat turn that
 cannot retrieve ends in the same coded error, stored as a failed turn with no evidence.
 """

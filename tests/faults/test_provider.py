@@ -1,7 +1,7 @@
 """The model provider misbehaving during a chat answer, through the real SDK adapters (`openai`,
 `dashscope`) against the fake server on 127.0.0.1 and a real daphne.
 
-DESIGN §2/§7: 429 and 5xx are retried with backoff (only opening the stream); once the stream
+429 and 5xx are retried with backoff (only opening the stream); once the stream
 started, a failure is an `error` part with the stable message (no provider text), the trace
 carries the provider's error code, and the message is stored as an error with exactly the text
 the client received and no evidence: never half an answer marked complete.

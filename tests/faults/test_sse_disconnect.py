@@ -1,6 +1,6 @@
 """The client of POST /api/chat/stream hanging up at each stage, against a real daphne.
 
-DESIGN §7: client disconnect cancels the pipeline and any model call. Whatever the stage, the
+A client disconnect cancels the pipeline and any model call. Whatever the stage, the
 turn ends stored as cancelled (`client_disconnected`) with the text the client was sent and no
 evidence, the model stream is closed, and the server answers the next question. Hanging up
 mid-text is tests/chat/test_cancellation.py; the stages around it are here.

@@ -1,4 +1,4 @@
-"""RetrievalService semantics with fault-injecting fake ports (seed 001 §6)."""
+"""RetrievalService semantics with fault-injecting fake ports."""
 
 from __future__ import annotations
 

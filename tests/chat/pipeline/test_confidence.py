@@ -1,4 +1,4 @@
-"""answer_confidence: the seed 003 §4.2 formulas against hand-computed values."""
+"""answer_confidence: the fixed formulas against hand-computed values."""
 
 from __future__ import annotations
 
