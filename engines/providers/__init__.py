@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 
 from engines.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker
 from engines.providers._common import ConnectionSettings
@@ -93,10 +94,8 @@ def _provider() -> str:
 def _connection_settings(provider: str) -> ConnectionSettings:
     """One provider's connection, shared by all its adapters."""
     if provider == "dashscope":
-        from engines.providers.dashscope import DEFAULT_BASE_URL
-
         api_key = _required("DASHSCOPE_API_KEY")
-        base_url = _setting("DASHSCOPE_BASE_URL") or DEFAULT_BASE_URL
+        base_url = _setting("DASHSCOPE_BASE_URL") or import_string("engines.providers.dashscope.DEFAULT_BASE_URL")
     else:
         base_url = _required("OPENAI_BASE_URL")
         api_key = _setting("OPENAI_API_KEY") or ""
@@ -118,9 +117,35 @@ def _key(kind: str, provider: str, model: str, extra: Any, connection: Connectio
     return (kind, provider, model, extra, fingerprint)
 
 
-def _remote(kind: str, provider: str, model: str, adapter: Callable[..., T]) -> T:
-    """The cached `adapter(model=..., connection=...)` for the provider's current settings."""
+# Every remote adapter by dotted path, one table for all kinds: adding a provider is a row here
+# and an entry in PROVIDERS, and an SDK is imported only when its provider is configured.
+_REMOTE_ADAPTERS: dict[str, dict[str, str]] = {
+    "dashscope": {
+        "embedder": "engines.providers.dashscope.DashScopeEmbedder",
+        "reranker": "engines.providers.dashscope.DashScopeReranker",
+        "rewriter": "engines.providers.dashscope.DashScopeRewriter",
+        "chat": "engines.providers.dashscope.DashScopeChatModel",
+        "captioner": "engines.providers.dashscope.DashScopeCaptioner",
+    },
+    "openai": {
+        "embedder": "engines.providers.openai_compat.OpenAIEmbedder",
+        "reranker": "engines.providers.openai_compat.OpenAIReranker",
+        "rewriter": "engines.providers.openai_compat.OpenAIRewriter",
+        "chat": "engines.providers.openai_compat.OpenAIChatModel",
+        "captioner": "engines.providers.openai_compat.OpenAICaptioner",
+    },
+}
+
+
+def _adapter(kind: str, provider: str) -> Callable[..., Any]:
+    return import_string(_REMOTE_ADAPTERS[provider][kind])
+
+
+def _remote_backend(kind: str, provider: str, model_setting: str) -> Any:
+    """The cached remote adapter of `kind` for the provider's current settings and model."""
+    model = _model_setting(model_setting, provider)
     connection = _connection_settings(provider)
+    adapter = _adapter(kind, provider)
     return _cached(
         _key(kind, provider, model, None, connection),
         lambda: adapter(model=model, connection=connection),
@@ -166,21 +191,16 @@ def get_embedder(model: str | None = None, dimension: int | None = None) -> Embe
             "(RAG_PROVIDER is local)"
         )
     connection = _connection_settings(provider)
+    adapter = _adapter("embedder", provider)
     if provider == "dashscope":
-        from engines.providers.dashscope import DashScopeEmbedder
-
         return _cached(
             _key("embedder", provider, model, dimension, connection),
-            lambda: DashScopeEmbedder(model=model, dimension=dimension, connection=connection),
+            lambda: adapter(model=model, dimension=dimension, connection=connection),
         )
-    from engines.providers.openai_compat import OpenAIEmbedder
-
     send_dimensions = bool(_setting("RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS", False))
     return _cached(
         _key("embedder", provider, model, (dimension, send_dimensions), connection),
-        lambda: OpenAIEmbedder(
-            model=model, dimension=dimension, send_dimensions=send_dimensions, connection=connection
-        ),
+        lambda: adapter(model=model, dimension=dimension, send_dimensions=send_dimensions, connection=connection),
     )
 
 
@@ -194,22 +214,14 @@ def get_reranker() -> Reranker | None:
         if _setting("RAG_RERANK_MODEL") == LocalLexicalReranker.name:
             return _cached(("reranker", "local"), LocalLexicalReranker)
         return None
-    if provider == "dashscope":
-        from engines.providers.dashscope import DashScopeReranker as remote
-    else:
-        from engines.providers.openai_compat import OpenAIReranker as remote
-    return _remote("reranker", provider, _model_setting("RAG_RERANK_MODEL", provider), remote)
+    return _remote_backend("reranker", provider, "RAG_RERANK_MODEL")
 
 
 def get_rewriter() -> QueryRewriter:
     provider = _provider()
     if provider == "local":
         return _cached(("rewriter", "local"), IdentityRewriter)
-    if provider == "dashscope":
-        from engines.providers.dashscope import DashScopeRewriter as remote
-    else:
-        from engines.providers.openai_compat import OpenAIRewriter as remote
-    return _remote("rewriter", provider, _model_setting("RAG_REWRITE_MODEL", provider), remote)
+    return _remote_backend("rewriter", provider, "RAG_REWRITE_MODEL")
 
 
 def get_chat_model() -> ChatModel:
@@ -223,22 +235,14 @@ def get_chat_model() -> ChatModel:
             meaning = None
         name = meaning.model if meaning is not None else None
         return _cached(("chat", "local", name), lambda: ExtractiveChatModel(meaning=meaning))
-    if provider == "dashscope":
-        from engines.providers.dashscope import DashScopeChatModel as remote
-    else:
-        from engines.providers.openai_compat import OpenAIChatModel as remote
-    return _remote("chat", provider, _model_setting("RAG_CHAT_MODEL", provider), remote)
+    return _remote_backend("chat", provider, "RAG_CHAT_MODEL")
 
 
 def get_captioner() -> Captioner:
     provider = _provider()
     if provider == "local":
         return _cached(("captioner", "local"), LocalCaptioner)
-    if provider == "dashscope":
-        from engines.providers.dashscope import DashScopeCaptioner as remote
-    else:
-        from engines.providers.openai_compat import OpenAICaptioner as remote
-    return _remote("captioner", provider, _model_setting("RAG_VISION_MODEL", provider), remote)
+    return _remote_backend("captioner", provider, "RAG_VISION_MODEL")
 
 
 _LOCAL_DIMENSIONS = {E5_EMBEDDING_MODEL: 384, LOCAL_EMBEDDING_MODEL: 512}
