@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.files.base import ContentFile
+from django.utils.translation import gettext as _
 
 from engines.tokens import count_tokens
 from knowledge import bulk
@@ -69,7 +70,7 @@ def build_knowledge_base(*, kb: KnowledgeBase, dataset: Dataset) -> BuildReport:
     if pending:
         bulk.process_queue_until_done(pending)
     failed = Document.objects.filter(knowledge_base=kb, status=DocumentStatus.FAILED).count()
-    version = bulk.publish_when_ready(kb=kb, reason=f"evaluate_retrieval --build {dataset.name}")
+    version = bulk.publish_when_ready(kb=kb, reason=_("评测数据集 %(name)s 导入后发布") % {"name": dataset.name})
     kb.refresh_from_db()
     return BuildReport(
         uploaded=len(todo) - duplicates, skipped=len(present), failed=failed, duplicates=duplicates,

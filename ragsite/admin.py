@@ -1,4 +1,4 @@
-"""Group and user admin whose permission pickers read in one language.
+"""Group, user and background task admin that read in one language.
 
 Django stores permission names in English at migration time ("Can add 文档"), so the stock
 picker mixes "Can add" with our Chinese model names. The four default actions are labelled from
@@ -13,7 +13,13 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, Permission, User
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
+from django_tasks_db.models import DBTaskResult
 
+from ragsite.task_admin import ReadableTaskResultAdmin
+
+# Apps whose rows only the product writes (the live-status event log): their permissions mean
+# nothing to staff, and the package names them in untranslated English ("event counter").
+INTERNAL_APPS = ("django_eventstream",)
 ACTIONS = {"add": gettext_noop("添加"), "change": gettext_noop("修改"), "delete": gettext_noop("删除"), "view": gettext_noop("查看")}
 
 
@@ -38,7 +44,9 @@ class PermissionLabels:
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         if db_field.name in ("permissions", "user_permissions"):
             kwargs["form_class"] = PermissionChoiceField
-            kwargs.setdefault("queryset", Permission.objects.select_related("content_type"))
+            kwargs.setdefault(
+                "queryset", Permission.objects.select_related("content_type").exclude(content_type__app_label__in=INTERNAL_APPS)
+            )
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
 
@@ -54,3 +62,5 @@ admin.site.unregister(Group)
 admin.site.register(Group, LabelledGroupAdmin)
 admin.site.unregister(User)
 admin.site.register(User, LabelledUserAdmin)
+admin.site.unregister(DBTaskResult)
+admin.site.register(DBTaskResult, ReadableTaskResultAdmin)
