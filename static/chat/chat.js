@@ -319,9 +319,13 @@
           var number = parseInt(cite[1], 10);
           if (!renderContext.numbers.has(number)) return inner;
           var line = cite[2] !== undefined ? cite[2] : "-1";
+          // The marker is written "[来源 N]" in every language (it is the answer's wire format);
+          // the badge reads in the page's language.
+          var shown = /(\d+)\s*$/.exec(inner);
+          var label = shown ? escapeHtml(t("source") + " " + shown[1]) : inner;
           return (
             '<button type="button" class="cite" data-cite="' + number + '" data-line="' + line + '">' +
-            inner + "</button>"
+            label + "</button>"
           );
         }
         if (linkAllowed(href, renderContext.hosts)) {

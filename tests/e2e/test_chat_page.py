@@ -306,6 +306,20 @@ def test_answer_citation_opens_on_its_supporting_sentence(site, open_page):
     assert_inert(watched)
 
 
+def test_in_english_the_citation_badges_read_source_n(site, open_page):
+    # given: the chat page in a browser that prefers English
+    watched = open_page(f"{site.base_url}/?kb=demo", locale="en-US")
+    # when
+    answer = ask(watched, "What is the VPN idle timeout?")
+    # then: the badges are labelled in English; the marker's number is kept
+    badges = answer.locator(".answer button.cite")
+    assert badges.count() >= 1
+    for index in range(badges.count()):
+        assert re.fullmatch(r"Source \d+", badges.nth(index).inner_text())
+    assert "来源" not in answer.locator(".answer").inner_text()
+    assert_inert(watched)
+
+
 def test_a_question_can_read_a_second_knowledge_base_and_its_sources_name_it(site, open_page):
     # given: the chat page on the demo knowledge base, which knows nothing of visitor registration
     watched = open_page(f"{site.base_url}/?kb=demo")
