@@ -2,12 +2,16 @@
 
 Traces are an audit record: nobody may add, change or delete one here, and no admin action
 touches them. Conversations may be deleted (privacy) but their messages are never edited.
-Everything shown from a question, an answer or a citation is rendered as escaped text.
+Everything shown from a question, an answer or a citation is rendered as escaped text; an
+answer's markdown is then rendered in the browser by `static/chat/admin_answer.js` (the chat
+page's renderer and sanitizer, with no link followed). Codes are shown in words (`chat.labels`,
+`retrieval.labels`, the enums' labels), each with its code as the tooltip.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.conf import settings
@@ -20,46 +24,20 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from knowledge.admin_scope import KnowledgeScopedAdmin, KnowledgeScopedInline
+from knowledge.locators import locator_label
+from retrieval.labels import cache_event_code, cache_event_label
 
-from .contracts import HIT_TYPES, ROUTES
+from . import labels
+from .contracts import HIT_TYPES, ROUTES, ConfidenceLevel, HitType, Intent, Route, VerificationStatus
 from .models import Conversation, Message, MessageRole, QueryTrace
 
-ROUTE_LABELS = {
-    "direct_answer": gettext_lazy("直接回答"),
-    "faq_exact": gettext_lazy("FAQ 精确匹配"),
-    "retrieval": gettext_lazy("检索"),
-}
-HIT_TYPE_LABELS = {
-    "direct_answer": gettext_lazy("直接回答"),
-    "faq_exact": gettext_lazy("FAQ 精确命中"),
-    "faq_direct": gettext_lazy("FAQ 直答"),
-    "rag": gettext_lazy("文档问答"),
-    "insufficient_context": gettext_lazy("信息不足"),
-}
-CONFIDENCE_LABELS = {"high": gettext_lazy("高"), "medium": gettext_lazy("中"), "low": gettext_lazy("低")}
 CONFIDENCE_COLOURS = {"high": "#15803d", "medium": "#b45309", "low": "#b91c1c"}
-STAGE_LABELS = {
-    "route": gettext_lazy("查询路由"),
-    "prepare": gettext_lazy("检索准备"),
-    "faq_search": gettext_lazy("FAQ 检索"),
-    "doc_search": gettext_lazy("文档检索"),
-    "context_build": gettext_lazy("上下文构建"),
-    "llm_generation": gettext_lazy("生成"),
-    "citation_check": gettext_lazy("引用核验"),
-    "save_history": gettext_lazy("保存"),
-}
-# Degradation codes written by retrieval and the pipeline; channel failures carry the query
-# variant after a colon ("dense_failed:original"), so a code also matches "<code>:<anything>".
-DEGRADATION_LABELS = {
-    "history_rewrite_failed": gettext_lazy("追问改写失败"),
-    "query_rewrite_failed": gettext_lazy("查询改写失败"),
-    "faq_search_failed": gettext_lazy("FAQ 检索失败"),
-    "dense_failed": gettext_lazy("向量检索通道失败"),
-    "sparse_failed": gettext_lazy("关键词检索通道失败"),
-    "hyde_failed": gettext_lazy("HyDE 失败"),
-    "rerank_failed": gettext_lazy("重排失败"),
-    "parent_expansion_failed": gettext_lazy("父块扩展失败"),
-}
+# The media of pages that show answers: the chat page's markdown renderer and sanitizer, and the
+# script that renders each answer with them.
+ANSWER_MEDIA_JS = ["vendor/marked/marked.umd.js", "vendor/dompurify/purify.min.js", "chat/admin_answer.js"]
+# An answer's citation marker, shown as "[来源 N]" until the page renders the markdown.
+CITATION_MARKER = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
+
 # `degradations` is a JSON list of distinct codes. JSON containment (`__contains`) is not
 # supported on SQLite, so "which degradation" compares each list position instead (an index
 # transform works on SQLite and PostgreSQL alike). Lists are deduplicated codes, far shorter.
@@ -78,16 +56,11 @@ def degradation_q(code: str) -> Q:
     return query
 
 
-def degradation_label(code: str) -> str:
-    base, _sep, variant = code.partition(":")
-    label = str(DEGRADATION_LABELS.get(base, base))
-    return f"{label}（{variant}）" if variant else label
-
-
 def confidence_badge(level: str, score: float | None = None):
-    if level not in CONFIDENCE_LABELS:
+    if level not in CONFIDENCE_COLOURS:
         return "—"
-    text = str(CONFIDENCE_LABELS[level]) if score is None else f"{CONFIDENCE_LABELS[level]} {score:.2f}"
+    label = ConfidenceLevel(level).label
+    text = label if score is None else f"{label} {score:.2f}"
     return format_html(
         '<span class="chat-confidence" data-level="{}" style="background:{}">{}</span>',
         level, CONFIDENCE_COLOURS[level], text,
@@ -102,31 +75,28 @@ def slow_trace_ms() -> float:
 
 
 class _LabelledValueFilter(admin.SimpleListFilter):
-    """Exact match on a plain CharField, offering the known values with their Chinese labels."""
+    """Exact match on a plain CharField, offering the enum's values with their labels."""
 
     field: str
-    labels: dict[str, Any]
-    order: tuple[str, ...]
+    order: tuple[Route, ...] | tuple[HitType, ...]
 
     def lookups(self, request, model_admin):
-        return [(value, self.labels[value]) for value in self.order]
+        return [(member.value, member.label) for member in self.order]
 
     def queryset(self, request, queryset):
         value = self.value()
-        return queryset.filter(**{self.field: value}) if value in self.labels else queryset
+        return queryset.filter(**{self.field: value}) if value in self.order else queryset
 
 
 class RouteFilter(_LabelledValueFilter):
     title = gettext_lazy("路由")
     parameter_name = field = "route"
-    labels = ROUTE_LABELS
     order = ROUTES
 
 
 class HitTypeFilter(_LabelledValueFilter):
     title = gettext_lazy("命中类型")
     parameter_name = field = "hit_type"
-    labels = HIT_TYPE_LABELS
     order = HIT_TYPES
 
 
@@ -135,13 +105,13 @@ class ConfidenceFilter(admin.SimpleListFilter):
     parameter_name = "confidence_level"
 
     def lookups(self, request, model_admin):
-        return [*CONFIDENCE_LABELS.items(), ("none", _("未评估"))]
+        return [*((level.value, level.label) for level in ConfidenceLevel), ("none", _("未评估"))]
 
     def queryset(self, request, queryset):
         value = self.value()
         if value == "none":
             return queryset.filter(confidence_level="")
-        return queryset.filter(confidence_level=value) if value in CONFIDENCE_LABELS else queryset
+        return queryset.filter(confidence_level=value) if value in tuple(ConfidenceLevel) else queryset
 
 
 class DegradationFilter(admin.SimpleListFilter):
@@ -156,8 +126,8 @@ class DegradationFilter(admin.SimpleListFilter):
             for code in (codes or [])
             if isinstance(code, str)
         }
-        codes = [*DEGRADATION_LABELS, *sorted(seen - set(DEGRADATION_LABELS))]
-        return [("any", _("有降级")), ("none", _("无降级")), *((code, degradation_label(code)) for code in codes)]
+        codes = [*labels.DEGRADATIONS, *sorted(seen - set(labels.DEGRADATIONS))]
+        return [("any", _("有降级")), ("none", _("无降级")), *((code, labels.degradation_label(code)) for code in codes)]
 
     def queryset(self, request, queryset):
         value = self.value()
@@ -212,7 +182,7 @@ def timing_chart(trace: QueryTrace) -> dict[str, Any]:
     for timing, ms in zip(stages, elapsed, strict=True):
         rows.append({
             "stage": timing["stage"],
-            "label": STAGE_LABELS.get(timing["stage"], timing["stage"]),
+            "label": labels.stage_label(str(timing["stage"])),
             "elapsed_ms": f"{ms:g}",
             "left": percent(offset),
             "width": percent(ms),
@@ -235,11 +205,15 @@ def citation_rows(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
         supporting = list(dict.fromkeys(
             span.get("text", "") for span in citation.get("spans") or [] if isinstance(span, dict) and span.get("text")
         ))
+        locator = citation.get("locator")
+        kind = str(citation.get("kind", ""))
         rows.append({
             "number": citation.get("number"),
-            "kind": citation.get("kind", ""),
+            "kind": kind,
+            "kind_label": labels.citation_kind_label(kind),
             "title": citation.get("title", ""),
-            "locator": citation.get("locator_label") or "",
+            # Worded again in the reader's language: the stored label is in the asker's.
+            "locator": (locator_label(locator) if isinstance(locator, dict) else "") or citation.get("locator_label") or "",
             "heading_path": " › ".join(citation.get("heading_path") or []),
             "score": citation.get("score"),
             "relevance": citation.get("relevance"),
@@ -250,22 +224,55 @@ def citation_rows(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def answer_block(text: str, citations: list[dict[str, Any]], *, element_id: str) -> str:
+    """An answer as the admin shows it: plain text with "[来源 N]" markers, and its markdown (with
+    the citation numbers and image ids it may show) for `chat/admin_answer.js` to render."""
+    valid = [c for c in citations or [] if isinstance(c, dict)]
+    return render_to_string("admin/chat/answer.html", {
+        "element_id": element_id,
+        "plain": CITATION_MARKER.sub(r"[来源 \1]", text),
+        "source": {
+            "text": text,
+            "citations": [c["number"] for c in valid if isinstance(c.get("number"), int)],
+            "assets": [a["id"] for c in valid for a in c.get("assets") or [] if isinstance(a, dict) and isinstance(a.get("id"), int)],
+            "asset_url": reverse("asset-bytes", args=[0]).removesuffix("0"),
+        },
+    })
+
+
+def cache_event_rows(events: list[Any] | None) -> list[tuple[str, str, bool]]:
+    """(words, code, hit) of each stored cache event."""
+    rows = []
+    for event in events or []:
+        if not isinstance(event, dict):
+            continue
+        stage, hit, source = str(event.get("stage", "")), bool(event.get("hit")), str(event.get("source_type") or "")
+        rows.append((cache_event_label(stage, hit, source), cache_event_code(stage, hit, source), hit))
+    return rows
+
+
+def _reason_rows(reasons: list[Any] | None) -> list[tuple[str, str]]:
+    return [(str(code), labels.reason_label(str(code))) for code in reasons or []]
+
+
 def confidence_breakdown(confidence: dict[str, Any] | None) -> dict[str, Any] | None:
     if not confidence:
         return None
     evidence = confidence.get("evidence_confidence") or {}
     generation = confidence.get("generation_verification") or {}
+    status = str(generation.get("status", ""))
     return {
         "badge": confidence_badge(confidence.get("level", ""), confidence.get("score")),
-        "reasons": confidence.get("reasons") or [],
+        "reasons": _reason_rows(confidence.get("reasons")),
         "evidence": {"badge": confidence_badge(evidence.get("level", ""), evidence.get("score"))},
         "generation": {
             "score": generation.get("score"),
-            "status": generation.get("status", ""),
-            "reasons": generation.get("reasons") or [],
-            "signals": sorted((generation.get("signals") or {}).items()),
+            "status": status,
+            "status_label": VerificationStatus.label_of(status),
+            "reasons": _reason_rows(generation.get("reasons")),
+            "signals": labels.signal_rows(generation.get("signals")),
         },
-        "signals": sorted((confidence.get("signals") or {}).items()),
+        "signals": labels.signal_rows(confidence.get("signals")),
     }
 
 
@@ -293,16 +300,18 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
             "user", "question", "rewritten_query",
         ]}),
         (gettext_lazy("回答"), {"fields": [
-            "route_label", "intent", "hit_type_label", "confidence_label", "total_ms", "first_token_ms",
-            "model_name", "insufficient_reason", "error_class", "error_code",
+            "route_label", "intent_label", "hit_type_label", "confidence_label", "total_ms", "first_token_ms",
+            "model_name", "insufficient_reason_label", "error_label", "error_class",
         ]}),
     ]
     readonly_fields = [
-        "knowledge_base_link", "conversation_link", "route_label", "hit_type_label", "confidence_label",
+        "knowledge_base_link", "conversation_link", "route_label", "intent_label", "hit_type_label",
+        "confidence_label", "insufficient_reason_label", "error_label",
     ]
 
     class Media:
         css = {"all": ["chat/admin.css"]}
+        js = ANSWER_MEDIA_JS
 
     def has_add_permission(self, request):
         return False
@@ -330,16 +339,23 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
         details = trace.full_details if isinstance(trace.full_details, dict) else {}
         confidence = evidence.answer_confidence if evidence else details.get("answer_confidence")
         cache = trace.cache if isinstance(trace.cache, dict) else {}
+        citations = evidence.citations if evidence else []
+        heading = f"{trace.trace_id} · {Route.label_of(trace.route)}"
         return {
             "trace": trace,
+            # The page's heading and breadcrumb: the stored route code in words.
+            "subtitle": heading,
+            "trace_heading": heading,
             "timing": timing_chart(trace),
             "confidence": confidence_breakdown(confidence),
-            "answer": message.content if message is not None else None,
+            "answer": answer_block(message.content, citations, element_id="trace-answer-source") if message is not None else None,
             "answer_status": message.get_status_display() if message is not None else "",
-            "citations": citation_rows(evidence.citations if evidence else []),
+            "citations": citation_rows(citations),
             "cache": cache,
-            "cache_events": [e for e in cache.get("events") or [] if isinstance(e, dict)],
-            "degradations": [(code, degradation_label(code)) for code in trace.degradations or []],
+            "cache_events": cache_event_rows(cache.get("events")),
+            "degradations": [(code, labels.degradation_label(code)) for code in trace.degradations or []],
+            "insufficient_reason": labels.insufficient_reason_label(trace.insufficient_reason) if trace.insufficient_reason else "",
+            "error": labels.error_label(trace.error_code) if trace.error_code else "",
             "details_json": pretty_json(details),
         }
 
@@ -350,11 +366,28 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
 
     @admin.display(description=gettext_lazy("路由"), ordering="route")
     def route_label(self, trace: QueryTrace) -> str:
-        return str(ROUTE_LABELS.get(trace.route, trace.route or "—"))
+        return Route.label_of(trace.route)
+
+    @admin.display(description=gettext_lazy("意图"), ordering="intent")
+    def intent_label(self, trace: QueryTrace) -> str:
+        return Intent.label_of(trace.intent)
 
     @admin.display(description=gettext_lazy("命中类型"), ordering="hit_type")
     def hit_type_label(self, trace: QueryTrace) -> str:
-        return str(HIT_TYPE_LABELS.get(trace.hit_type, trace.hit_type or "—"))
+        return HitType.label_of(trace.hit_type)
+
+    @admin.display(description=gettext_lazy("信息不足原因"))
+    def insufficient_reason_label(self, trace: QueryTrace):
+        if not trace.insufficient_reason:
+            return "—"
+        return format_html('<span title="{}">{}</span>', trace.insufficient_reason,
+                           labels.insufficient_reason_label(trace.insufficient_reason))
+
+    @admin.display(description=gettext_lazy("错误"))
+    def error_label(self, trace: QueryTrace):
+        if not trace.error_code:
+            return "—"
+        return format_html('<span title="{}">{}</span>', trace.error_code, labels.error_label(trace.error_code))
 
     @admin.display(description=gettext_lazy("置信度"), ordering="confidence_score")
     def confidence_label(self, trace: QueryTrace):
@@ -367,7 +400,7 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
             return format_html('<span data-degraded="no">{}</span>', _("否"))
         return format_html(
             '<span class="chat-tag chat-tag-bad" data-degraded="yes" title="{}">{}</span>',
-            "、".join(degradation_label(str(code)) for code in trace.degradations), _("是"),
+            "、".join(labels.degradation_label(str(code)) for code in trace.degradations), _("是"),
         )
 
     @admin.display(description=gettext_lazy("知识库"))
@@ -412,7 +445,10 @@ class MessageInline(KnowledgeScopedInline, admin.TabularInline):
 
     @admin.display(description=gettext_lazy("内容"))
     def content_text(self, message: Message):
-        return format_html('<div class="chat-text">{}</div>', message.content)
+        if message.role != MessageRole.ASSISTANT:
+            return format_html('<div class="chat-text">{}</div>', message.content)
+        evidence = getattr(message, "evidence", None)
+        return answer_block(message.content, evidence.citations if evidence else [], element_id=f"answer-source-{message.pk}")
 
     @admin.display(description=gettext_lazy("回答证据"))
     def evidence_summary(self, message: Message):
@@ -423,8 +459,8 @@ class MessageInline(KnowledgeScopedInline, admin.TabularInline):
         return render_to_string("admin/chat/conversation/evidence.html", {
             "message": message,
             "evidence": evidence,
-            "route": ROUTE_LABELS.get(evidence.route, evidence.route),
-            "hit_type": HIT_TYPE_LABELS.get(evidence.hit_type, evidence.hit_type),
+            "route": Route.label_of(evidence.route),
+            "hit_type": HitType.label_of(evidence.hit_type),
             "confidence": confidence_badge(confidence.get("level", ""), confidence.get("score")),
             "citations": citation_rows(evidence.citations),
         })
@@ -452,6 +488,7 @@ class ConversationAdmin(KnowledgeScopedAdmin):
 
     class Media:
         css = {"all": ["chat/admin.css"]}
+        js = ANSWER_MEDIA_JS
 
     def has_add_permission(self, request):
         return False  # conversations start from a question

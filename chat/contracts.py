@@ -11,20 +11,45 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from django.utils.translation import pgettext
+from django.utils.translation import gettext, pgettext
 
 from ragsite.errors import DomainError
 
 
-class Route(StrEnum):
+class LabelledEnum(StrEnum):
+    """A code with the words staff read for it (`label`, in the active language)."""
+
+    @property
+    def label(self) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def label_of(cls, value: str) -> str:
+        """The label of a stored value; one no member has (an older or newer release wrote it)
+        stays as it is, an empty one reads "—"."""
+        try:
+            return cls(value).label
+        except ValueError:
+            return value or "—"
+
+
+class Route(LabelledEnum):
     """What the system does with a question (stage 1)."""
 
     DIRECT_ANSWER = "direct_answer"
     FAQ_EXACT = "faq_exact"
     RETRIEVAL = "retrieval"
 
+    @property
+    def label(self) -> str:
+        return {
+            Route.DIRECT_ANSWER: gettext("直接回答"),
+            Route.FAQ_EXACT: gettext("FAQ 精确匹配"),
+            Route.RETRIEVAL: gettext("检索"),
+        }[self]
 
-class HitType(StrEnum):
+
+class HitType(LabelledEnum):
     """What the answer was made from."""
 
     DIRECT_ANSWER = "direct_answer"
@@ -33,8 +58,41 @@ class HitType(StrEnum):
     RAG = "rag"
     INSUFFICIENT_CONTEXT = "insufficient_context"
 
+    @property
+    def label(self) -> str:
+        return {
+            HitType.DIRECT_ANSWER: gettext("直接回答"),
+            HitType.FAQ_EXACT: gettext("FAQ 精确命中"),
+            HitType.FAQ_DIRECT: gettext("FAQ 直答"),
+            HitType.RAG: gettext("文档问答"),
+            HitType.INSUFFICIENT_CONTEXT: gettext("信息不足"),
+        }[self]
 
-class ConfidenceLevel(StrEnum):
+
+class Intent(LabelledEnum):
+    """What a question asks for (`IntentResult.intent`); direct-answer rules name theirs in the
+    rules file."""
+
+    GREETING = "GREETING"
+    HUMAN_SERVICE = "HUMAN_SERVICE"
+    OUT_OF_SCOPE = "OUT_OF_SCOPE"
+    FAQ_QUERY = "FAQ_QUERY"
+    KNOWLEDGE_QUERY = "KNOWLEDGE_QUERY"
+    FOLLOW_UP = "FOLLOW_UP"
+
+    @property
+    def label(self) -> str:
+        return {
+            Intent.GREETING: gettext("问候"),
+            Intent.HUMAN_SERVICE: gettext("找人工服务"),
+            Intent.OUT_OF_SCOPE: gettext("超出知识库范围"),
+            Intent.FAQ_QUERY: gettext("FAQ 问题"),
+            Intent.KNOWLEDGE_QUERY: gettext("知识查询"),
+            Intent.FOLLOW_UP: gettext("追问"),
+        }[self]
+
+
+class ConfidenceLevel(LabelledEnum):
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
@@ -57,11 +115,20 @@ class ConfidenceLevel(StrEnum):
         }[self]
 
 
-class VerificationStatus(StrEnum):
+class VerificationStatus(LabelledEnum):
     VERIFIED = "verified"
     PARTIAL = "partial"
     FAILED = "failed"
     NOT_APPLICABLE = "not_applicable"
+
+    @property
+    def label(self) -> str:
+        return {
+            VerificationStatus.VERIFIED: gettext("通过"),
+            VerificationStatus.PARTIAL: gettext("部分通过"),
+            VerificationStatus.FAILED: gettext("未通过"),
+            VerificationStatus.NOT_APPLICABLE: gettext("不适用"),
+        }[self]
 
 
 ROUTES: tuple[Route, ...] = tuple(Route)
@@ -105,7 +172,7 @@ class Requester:
 
 @dataclass(frozen=True)
 class IntentResult:
-    intent: str  # GREETING, HUMAN_SERVICE, OUT_OF_SCOPE, FAQ_QUERY, KNOWLEDGE_QUERY, FOLLOW_UP
+    intent: str  # an `Intent` value
     rule_score: float
     confidence: float  # the decision score
     reason: str

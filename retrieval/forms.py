@@ -1,24 +1,49 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from .contracts import MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_QUESTION_CHARS, MAX_TOP_K, MODES
+from .contracts import MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_QUESTION_CHARS, MAX_TOP_K
+from .labels import MODES
 
 
 class HitTestForm(forms.Form):
+    """The hit test's options: field names as the retrieval API spells them, labels in staff's words."""
+
     question = forms.CharField(label=_("问题"), max_length=MAX_QUESTION_CHARS, widget=forms.Textarea(attrs={"rows": 2, "cols": 80}))
-    mode = forms.ChoiceField(label=_("模式"), choices=[(m, m) for m in MODES], initial="hybrid")
-    top_k = forms.IntegerField(label="top_k", min_value=1, max_value=MAX_TOP_K, initial=5)
-    candidate_k = forms.IntegerField(label="candidate_k", min_value=1, max_value=MAX_CANDIDATE_K, initial=30)
-    enable_query_rewrite = forms.BooleanField(label=_("查询改写"), required=False)
+    mode = forms.ChoiceField(
+        label=_("检索方式"), choices=list(MODES.items()), initial="hybrid",
+        help_text=_("语义检索按意思找，关键词检索按字词找，混合检索两者都用并合并排序。"),
+    )
+    top_k = forms.IntegerField(
+        label=_("返回条数"), min_value=1, max_value=MAX_TOP_K, initial=5,
+        help_text=format_lazy(_("最终列出的结果条数（最多 {n} 条）。"), n=MAX_TOP_K),
+    )
+    candidate_k = forms.IntegerField(
+        label=_("候选条数"), min_value=1, max_value=MAX_CANDIDATE_K, initial=30,
+        help_text=format_lazy(_("每种检索先取多少条候选，再合并排序（不少于返回条数，最多 {n} 条）。"), n=MAX_CANDIDATE_K),
+    )
+    enable_query_rewrite = forms.BooleanField(
+        label=_("查询改写"), required=False,
+        help_text=_("让模型把问题改写成更适合检索的说法，与原问题一起检索。"),
+    )
     enable_rerank = forms.BooleanField(
         label=_("重排"), required=False, initial=True,
         help_text=_("使用本地模型提供方（local）时没有能提升效果的重排模型：勾选后不重排，并在轨迹中注明。"),
     )
-    enable_parent_expansion = forms.BooleanField(label=_("上下文扩展（Small2Big）"), required=False, initial=True)
-    enable_hyde = forms.BooleanField(label="HyDE", required=False)
-    dynamic_top_k = forms.BooleanField(label=_("动态 top-k"), required=False)
+    enable_parent_expansion = forms.BooleanField(
+        label=_("上下文扩展（Small2Big）"), required=False, initial=True,
+        help_text=_("命中分块后补上它前后的内容，让回答读到完整的上下文。"),
+    )
+    enable_hyde = forms.BooleanField(
+        label=_("假设答案检索（HyDE）"), required=False,
+        help_text=_("先让模型写一个假设的答案，再按它的意思检索。"),
+    )
+    dynamic_top_k = forms.BooleanField(
+        label=_("动态返回条数"), required=False,
+        help_text=_("按重排分数的明显落差自动减少返回条数（需要重排）。"),
+    )
     document_ids = forms.CharField(label=_("限定文档 ID"), required=False, help_text=_("逗号分隔，最多 50 个。"))
 
     def clean_document_ids(self):
@@ -34,5 +59,5 @@ class HitTestForm(forms.Form):
     def clean(self):
         data = super().clean()
         if data.get("candidate_k") and data.get("top_k") and data["candidate_k"] < data["top_k"]:
-            self.add_error("candidate_k", _("candidate_k 不能小于 top_k。"))
+            self.add_error("candidate_k", _("候选条数不能小于返回条数。"))
         return data

@@ -14,7 +14,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from knowledge.access import Role, access_asset, access_chunk, access_knowledge_base_by_pk
-from knowledge.locators import locator_label
 from knowledge.models import KnowledgeBase
 from knowledge.previews import render_chunk_preview
 from ragsite.errors import DomainError, Forbidden, NotFound
@@ -24,7 +23,7 @@ from ragsite.throttles import RETRIEVAL_THROTTLES
 from .contracts import RetrievalError, RetrievalResponse
 from .factory import retrieve_for_user
 from .forms import HitTestForm
-from .labels import count_label, note_label, stage_label
+from .labels import describe_result, describe_trace
 from .serializers import ExplainOutput, RetrievalRequestInput, RetrievalResultOutput
 
 
@@ -111,7 +110,7 @@ def hit_test(request: HttpRequest, kb_pk: int) -> TemplateResponse:
         try:
             response = retrieve_for_user(user=request.user, knowledge_base_id=kb.slug, **options)
         except (RetrievalError, DomainError) as exc:
-            error = f"{exc.code}: {exc.message}"
+            error = {"message": str(exc.message), "code": exc.code}
     return TemplateResponse(
         request,
         "admin/retrieval/hit_test.html",
@@ -121,11 +120,8 @@ def hit_test(request: HttpRequest, kb_pk: int) -> TemplateResponse:
             "kb": kb,
             "form": form,
             "response": response,
-            "trace": response.trace.as_dict() if response else None,
-            "rows": [(r, locator_label(r.locator)) for r in response.results] if response else [],
-            "stages": [(stage_label(t.stage), t.stage, t.elapsed_ms) for t in response.trace.stage_timings] if response else [],
-            "notes": [(note_label(n), n) for n in response.trace.notes] if response else [],
-            "counts": [(count_label(k), k, v) for k, v in response.trace.candidate_counts.items()] if response else [],
+            "rows": [describe_result(r) for r in response.results] if response else [],
+            "trace": describe_trace(response.trace) if response else None,
             "error": error,
             "opts": KnowledgeBase._meta,
         },

@@ -8,6 +8,7 @@ when something upstream fails (degradations, slow turns) or that need exact numb
 from __future__ import annotations
 
 import html
+import json
 import re
 import uuid
 
@@ -15,13 +16,20 @@ import pytest
 from django.urls import reverse
 
 from chat import services
-from chat.contracts import HIT_TYPES, ROUTES, ChatQuery, Requester
+from chat.contracts import HIT_TYPES, ROUTES, AnswerFeatures, ChatQuery, HitType, Requester
 from chat.models import ChatEvidence, Conversation, Message, QueryTrace
+from chat.pipeline.confidence import (
+    NOT_APPLICABLE,
+    calculate_evidence_confidence,
+    calculate_generation_confidence,
+    combine_answer_confidence,
+)
 from chat.pipeline.rag import RAGService
 from knowledge import services as knowledge_services
 from knowledge.models import FAQ
 from tests.chat.conftest import FAQ_QUESTION, GREETING, OFF_TOPIC_QUESTION, RAG_ANSWER_FACT, RAG_QUESTION
 from tests.conftest import make_kb
+from tests.retrieval.pages import visible_text
 
 ANONYMOUS = Requester(user=None, session_key="admin-test-session")
 
@@ -49,10 +57,12 @@ def answered_turn(
     details=None,
     requester: Requester = ANONYMOUS,
     conversation: Conversation | None = None,
+    confidence: dict | None = None,
 ) -> QueryTrace:
-    """One finished turn written the way the pipeline writes it."""
+    """One finished turn written the way the pipeline writes it (`confidence`: the stored
+    `answer_confidence`, else one made up from `level` and `score`)."""
     conversation, _ = services.start_turn(kb=kb, requester=requester, question=question, conversation=conversation)
-    confidence = {
+    confidence = confidence if confidence is not None else {
         "score": score, "level": level, "label": {"high": "高", "medium": "中", "low": "低"}.get(level, ""),
         "reasons": ["retrieval_strong"],
         "evidence_confidence": {"score": 0.8, "level": "high", "label": "高"},
@@ -341,8 +351,8 @@ def test_timing_chart_bars_are_proportional_to_elapsed_time(staff_client, kb):
     }
     assert re.search(r'id="trace-first-token" data-left="70.00"', page)
     assert page.count('class="trace-chart-first-token" style="left:70.00%"') == 4
-    for label in ("查询路由", "文档检索", "生成", "保存"):
-        assert f'<span class="trace-chart-label">{label}</span>' in page
+    for stage, label in (("route", "查询路由"), ("doc_search", "文档检索"), ("llm_generation", "生成"), ("save_history", "保存")):
+        assert f'<span class="trace-chart-label" title="{stage}">{label}</span>' in page
 
 
 @pytest.mark.django_db
@@ -380,11 +390,15 @@ def test_trace_detail_shows_confidence_cache_degradations_errors_and_links(staff
     page = trace_page(staff_client, trace)
     # then
     assert 'data-level="medium"' in page and "中 0.61" in page
-    assert "证据置信度" in page and "生成核验" in page and "verified" in page and "all_lines_cited" in page
-    assert "doc_retrieval/doc:hit" in page and "query_embedding/embedding:miss" in page
-    assert "重排失败" in page and "关键词检索通道失败（original）" in page
-    assert "below_relevance_floor" in page and "qwen-plus" in page
-    assert "ProviderUnavailable" in page and "provider_unavailable" in page
+    # codes in words, each code kept as the tooltip
+    assert "证据置信度" in page and "生成核验" in page
+    assert '<span id="trace-verification" title="verified">通过</span>' in page
+    assert 'title="all_lines_cited">all_lines_cited</span>' in page  # a reason no table knows stays as it is
+    assert 'title="doc_retrieval/doc:hit">文档检索结果：命中</span>' in page
+    assert 'title="query_embedding/embedding:miss">问题向量：未命中</span>' in page
+    assert "重排失败" in page and "关键词检索失败（原问题）" in page
+    assert '<span title="below_relevance_floor">检索到的内容与问题相关度太低</span>' in page and "qwen-plus" in page
+    assert "ProviderUnavailable" in page and '<span title="provider_unavailable">模型服务不可用</span>' in page
     assert "第 2 页" in page and "员工手册 › 差旅" in page
     assert 'id="trace-conversation-link"' in page
     assert reverse("admin:chat_conversation_change", args=[trace.conversation_id]) in page
@@ -604,3 +618,164 @@ def test_trace_pages_are_translated_to_english(staff_client, kb, settings):
     assert "Stage timings" in page and "Document search" in page and "Rerank failed" in page
     assert "阶段耗时" not in page
     assert "Slow requests (≥ 3000 ms)" in listing.content.decode()
+
+
+# --- codes in words --------------------------------------------------------------------------------
+
+
+def declined_confidence() -> dict:
+    """`answer_confidence` of an answer declined for want of evidence, as the pipeline stores it."""
+    evidence = calculate_evidence_confidence(
+        hit_type=HitType.INSUFFICIENT_CONTEXT, retrieval_top_score=0.4008, context_count=0, source_count=7,
+        intent_rule_score=0.84, intent_decision_score=0.84, history_rewrite_used=False,
+    )
+    return combine_answer_confidence(evidence, NOT_APPLICABLE).as_dict()
+
+
+def partly_cited_confidence(answer: str) -> dict:
+    evidence = calculate_evidence_confidence(
+        hit_type=HitType.RAG, retrieval_top_score=0.9, context_count=1, source_count=1,
+        intent_rule_score=0.84, intent_decision_score=0.84, history_rewrite_used=False,
+    )
+    generation = calculate_generation_confidence(
+        answer=answer, context_numbers={1, 2}, context_texts=["星河X3 Pro 的整机保修期为 3 年。"],
+        removed_citations=[], blocked_images=0, declined=False, question="星河X3 Pro 保修多久？",
+    )
+    features = AnswerFeatures(coverage=1.0, relevance=1.0, meaning=0.9287, shape=1.0, agreement=0.5)
+    return combine_answer_confidence(evidence, generation, features=features).as_dict()
+
+
+CACHE = {
+    "enabled": True, "hit_count": 2, "miss_count": 2,
+    "events": [{"stage": "epoch", "hit": True, "source_type": "l1"},
+               {"stage": "faq_retrieval", "hit": False, "source_type": "faq"},
+               {"stage": "query_embedding", "hit": False, "source_type": "embedding"},
+               {"stage": "epoch", "hit": False, "source_type": "l3"}],
+}
+MARKDOWN_ANSWER = "- 星河X3 Pro 整机保修 **3 年**。[来源 1](citation://1)\n- 配件 1 年。[来源 2](citation://2)"
+PAGE_CITATION = {"number": 1, "kind": "chunk", "title": "用户手册", "text": "保修期限", "cited": True, "score": 1.0,
+                 "relevance": 1.0, "locator": {"page_start": 3, "page_end": 4}, "locator_label": "pages 3–4"}
+SHEET_CITATION = {"number": 2, "kind": "chunk", "title": "产品规格表", "text": "| 星河X3 Pro | 3年 |", "score": 0.76,
+                  "relevance": 1.0, "locator": {"sheet": "价格与保修", "range": "A2:F6"},
+                  "locator_label": "sheet 价格与保修 A2:F6"}
+
+
+@pytest.mark.django_db
+def test_declined_trace_reads_in_words_with_the_codes_as_tooltips(staff_client, kb):
+    # given: an answer declined for want of evidence, as the pipeline stores it
+    trace = answered_turn(kb, question="今天北京天气怎么样？", hit_type="insufficient_context", level="low", score=0.18,
+                          answer="根据当前知识库无法确定该问题的答案。", confidence=declined_confidence())
+    QueryTrace.objects.filter(pk=trace.pk).update(intent="KNOWLEDGE_QUERY", insufficient_reason="below_relevance_floor",
+                                                  cache=CACHE)
+    # when
+    page = trace_page(staff_client, trace)
+    text = visible_text(page)
+    # then: each code in words
+    assert "知识查询" in text and "检索" in text and "信息不足" in text
+    assert "检索到的内容与问题相关度太低" in text
+    assert "原因: 依据不足" in text
+    assert "不适用 · 核验分 1.00" in text and "没有生成回答，无需核验" in text
+    for signal in ("标注来源的句子占比: —", "上下文条数: 0", "来源条数: 7", "结合上文改写: 否",
+                   "最高检索分: 0.40", "生成核验结果: 不适用"):
+        assert signal in text, signal
+    for event in ("缓存版本（进程内存）：命中", "FAQ 检索结果：未命中", "问题向量：未命中", "缓存版本（数据库）：未命中"):
+        assert event in text, event
+    # and: the codes only where a developer looks (tooltips, the full JSON)
+    for code in ("KNOWLEDGE_QUERY", "below_relevance_floor", "insufficient_context", "not_applicable",
+                 "no_generation", "citation_coverage", "context_count", "=None", "epoch", "l1:hit", ":miss", " ms"):
+        assert code not in text, code
+    assert 'title="below_relevance_floor"' in page and 'title="not_applicable"' in page
+    assert 'data-cache-event="epoch/l1:hit"' in page and 'data-signal="citation_coverage"' in page
+    # the page's heading and breadcrumb word the route too
+    assert f"{trace.trace_id} · 检索" in text and f"{trace.trace_id} retrieval" not in text
+
+
+@pytest.mark.django_db
+def test_answer_is_sent_as_markdown_with_citations_as_plain_markers_and_locators_in_words(staff_client, kb):
+    # given: a document answer whose citations were stored by an English-speaking asker
+    trace = answered_turn(kb, answer=MARKDOWN_ANSWER, citations=[PAGE_CITATION, SHEET_CITATION],
+                          confidence=partly_cited_confidence(MARKDOWN_ANSWER))
+    # when
+    page = trace_page(staff_client, trace)
+    text = visible_text(page)
+    # then: until the browser renders it, the answer reads as text with "[来源 N]" markers
+    assert "星河X3 Pro 整机保修 **3 年**。[来源 1]" in text and "citation://" not in text
+    # and: its markdown goes along as data for the renderer, with what it may show
+    source = json.loads(re.search(r'<script id="trace-answer-source" type="application/json">(.*?)</script>', page, re.S)[1])
+    assert source == {"text": MARKDOWN_ANSWER, "citations": [1, 2], "assets": [], "asset_url": "/api/assets/"}
+    assert 'data-answer-source="trace-answer-source"' in page
+    assert "vendor/marked/marked.umd.js" in page and "vendor/dompurify/purify.min.js" in page and "chat/admin_answer.js" in page
+    # and: locators, kinds, scores, reasons and signals in words
+    assert "第 3–4 页" in text and "工作表 价格与保修 A2:F6" in text and "pages" not in text and "sheet " not in text
+    assert "文档 · 第 3–4 页" in text and "排序分 1.000" in text and "chunk" not in text and "score" not in text
+    assert "有检索依据" in text and "依据较少" in text and "rag_with_context" not in text
+    for signal in ("有效引用: 来源 1、来源 2", "已移除的引用: 无",
+                   "校准特征: 问题词覆盖 1.00、来源相关度 1.00、语义相关度 0.93、回答形式相符 1.00、引用一致 0.50"):
+        assert signal in text, signal
+    assert "features={" not in text and "valid_citation_numbers" not in text
+
+
+@pytest.mark.django_db
+def test_failed_trace_words_its_error_and_keeps_the_exception_class(staff_client, kb):
+    # given
+    trace = answered_turn(kb, degradations=["dense_failed:original", "history_rewrite_failed", "brand_new_failed"])
+    QueryTrace.objects.filter(pk=trace.pk).update(status="failed", error_class="ProviderTimeout", error_code="provider_timeout")
+    # when
+    text = visible_text(trace_page(staff_client, trace))
+    # then
+    assert "模型服务超时" in text and "provider_timeout" not in text and "ProviderTimeout" in text
+    assert "语义检索失败（原问题）" in text and "追问改写失败" in text
+    assert "brand_new_failed" in text  # a code no table knows is shown as it is, not hidden
+
+
+@pytest.mark.django_db
+def test_trace_list_columns_and_filters_read_in_words(staff_client, kb):
+    # given
+    answered_turn(kb, question="报销要多久？", route="faq_exact", hit_type="faq_exact", level="high")
+    answered_turn(kb, question="未知路由", route="some_new_route", hit_type="rag", level="medium")
+    # when
+    text = visible_text(staff_client.get(reverse("admin:chat_querytrace_changelist")).content.decode())
+    # then
+    assert "FAQ 精确匹配" in text and "FAQ 精确命中" in text and "文档问答" in text
+    assert "some_new_route" in text  # an unknown stored code is shown as it is
+    for choice in ("直接回答", "检索", "FAQ 直答", "信息不足", "高", "中", "低", "未评估", "语义检索失败", "上下文扩展失败"):
+        assert choice in text, choice
+    for code in ("faq_exact", "insufficient_context", "dense_failed", "verified"):
+        assert code not in text, code
+
+
+@pytest.mark.django_db
+def test_trace_words_are_translated_to_english(staff_client, kb):
+    # given
+    trace = answered_turn(kb, question="今天北京天气怎么样？", hit_type="insufficient_context", level="low", score=0.18,
+                          confidence=declined_confidence(), degradations=["sparse_failed:original"])
+    QueryTrace.objects.filter(pk=trace.pk).update(intent="KNOWLEDGE_QUERY", insufficient_reason="below_relevance_floor",
+                                                  cache=CACHE)
+    # when
+    detail = visible_text(staff_client.get(reverse("admin:chat_querytrace_change", args=[trace.pk]),
+                                           HTTP_ACCEPT_LANGUAGE="en").content.decode())
+    listing = visible_text(staff_client.get(reverse("admin:chat_querytrace_changelist"), HTTP_ACCEPT_LANGUAGE="en").content.decode())
+    # then
+    for words in ("Knowledge query", "Not applicable", "Cache epoch (process memory): hit", "Question vector: miss",
+                  "Keyword search failed (original question)", "Context items"):
+        assert words in detail, words
+    assert "知识查询" not in detail and "问题向量" not in detail
+    assert "Low 0.18" in listing and "Height" not in listing  # the confidence level, not the image height
+
+
+@pytest.mark.django_db
+def test_conversation_shows_answers_as_markdown_sources_and_words(staff_client, kb):
+    # given
+    trace = answered_turn(kb, answer=MARKDOWN_ANSWER, citations=[PAGE_CITATION], route="retrieval", hit_type="rag")
+    # when
+    response = staff_client.get(reverse("admin:chat_conversation_change", args=[trace.conversation_id]))
+    page = response.content.decode()
+    # then: the answer goes to the renderer, the question stays text
+    message = trace.assistant_message
+    assert f'data-answer-source="answer-source-{message.pk}"' in page
+    assert f'<script id="answer-source-{message.pk}" type="application/json">' in page
+    assert page.count("data-answer-source=") == 1
+    assert "chat/admin_answer.js" in page
+    text = visible_text(page)
+    assert "[来源 1]" in text and "citation://" not in text
+    assert "路由: 检索" in text and "文档 · 第 3–4 页" in text and "retrieval" not in text

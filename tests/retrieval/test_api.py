@@ -233,9 +233,9 @@ def test_hit_test_admin_page_shows_results_and_trace(client, staff_user, publish
     html = response.content.decode()
     assert response.status_code == 200
     assert "首次使用请安装 VPN客户端" in html  # the matched chunk, not the echoed question
-    assert "sparse:original" in html  # the rank sources, as codes
-    # stages, notes and counts in words (the codes stay as titles), locators not as dicts
-    assert "召回（各通道并行）" in html and "向量通道（原问题）" in html and 'title="recall"' in html
+    # rank sources, stages, notes and counts in words (the codes stay as titles), locators not as dicts
+    assert '<span class="ht-tag" title="sparse:original">关键词检索（原问题）</span>' in html
+    assert "召回（各通道并行）" in html and "语义检索（原问题）" in html and 'title="recall"' in html
     assert "本地模型没有能提升效果的重排模型" in html
     assert "融合后" in html and "{'" not in html
     assert "第 " in html and " 行" in html

@@ -1,0 +1,100 @@
+/* Answers on the answering admin pages (a trace, a conversation), rendered as markdown.
+ *
+ * The same libraries and sanitizer settings as the chat page (static/chat/chat.js: marked, then
+ * DOMPurify), stricter still: staff read answers here to audit them, so nothing in one is
+ * followed. Raw HTML shows as text; a citation `[来源 N](citation://N)` becomes a "来源 N" badge
+ * when N is one of the answer's citations and "[来源 N]" text otherwise; any other link shows as
+ * its text and its full address; an image shows only when it is `asset://ID` of one of the
+ * answer's citations. Each answer comes as a JSON data block (`data-answer-source` names it);
+ * until this script runs, or without it, the page shows the answer as text.
+ */
+(function () {
+  "use strict";
+
+  if (!window.marked || !window.DOMPurify) return;
+
+  function escapeHtml(text) {
+    return String(text)
+      .replace(/&/g, "&amp;")
+      .replace(/</g, "&lt;")
+      .replace(/>/g, "&gt;")
+      .replace(/"/g, "&quot;")
+      .replace(/'/g, "&#39;");
+  }
+
+  // What the answer being rendered may show: its citation numbers and image ids.
+  var context = { numbers: new Set(), assets: new Set(), assetUrl: "" };
+
+  var markdown = new window.marked.Marked({ gfm: true, breaks: true, async: false });
+  markdown.use({
+    renderer: {
+      html: function (token) {
+        return token.block ? '<p class="raw">' + escapeHtml(token.text) + "</p>" : escapeHtml(token.text);
+      },
+      link: function (token) {
+        var inner = this.parser.parseInline(token.tokens);
+        var href = String(token.href || "");
+        var cite = /^citation:\/\/(\d+)$/.exec(href);
+        if (cite) {
+          if (!context.numbers.has(parseInt(cite[1], 10))) return "[" + inner + "]";
+          return '<span class="chat-cite" title="' + escapeHtml(href) + '">' + inner + "</span>";
+        }
+        var text = String(token.text || "");
+        if (href === text || href === "mailto:" + text || href === "http://" + text) {
+          return '<code class="address">' + escapeHtml(text) + "</code>";
+        }
+        return inner + ' (<code class="address">' + escapeHtml(href) + "</code>)";
+      },
+      image: function (token) {
+        var match = /^asset:\/\/(\d+)$/.exec(String(token.href || "").trim());
+        if (!match || !context.assets.has(parseInt(match[1], 10))) return "";
+        return (
+          '<img class="chat-answer-image" src="' + escapeHtml(context.assetUrl + match[1]) + '" alt="' +
+          escapeHtml(token.text || "") + '">'
+        );
+      },
+    },
+  });
+
+  window.DOMPurify.addHook("afterSanitizeAttributes", function (element) {
+    if (element.tagName !== "IMG") return;
+    var src = element.getAttribute("src") || "";
+    var id = src.indexOf(context.assetUrl) === 0 ? src.slice(context.assetUrl.length) : "";
+    if (!/^\d+$/.test(id) || !context.assets.has(parseInt(id, 10))) element.remove();
+  });
+
+  var PURIFY = {
+    ALLOWED_TAGS: [
+      "p", "br", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",
+      "table", "thead", "tbody", "tr", "th", "td", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
+      "img", "span",
+    ],
+    ALLOWED_ATTR: ["src", "alt", "title", "class", "align", "start"],
+    ALLOW_DATA_ATTR: false,
+    ALLOWED_URI_REGEXP: /^(?:(?:https?|mailto):|[^a-z]|[a-z+.\-]+(?:[^a-z+.\-:]|$))/i,
+  };
+
+  function render(target) {
+    var block = document.getElementById(target.getAttribute("data-answer-source") || "");
+    if (!block) return;
+    var source = JSON.parse(block.textContent);
+    context = {
+      numbers: new Set(source.citations || []),
+      assets: new Set(source.assets || []),
+      assetUrl: String(source.asset_url || ""),
+    };
+    target.innerHTML = window.DOMPurify.sanitize(markdown.parse(String(source.text || "")), PURIFY);
+    target.classList.remove("chat-text");
+    target.classList.add("chat-markdown");
+  }
+
+  function renderAll() {
+    document.querySelectorAll("[data-answer-source]").forEach(render);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", renderAll);
+  } else {
+    renderAll();
+  }
+})();
