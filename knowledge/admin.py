@@ -7,11 +7,14 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import Count, Exists, OuterRef
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.timezone import localtime
 from django.urls import path, reverse
+from django.utils.http import urlencode
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.utils.translation import ngettext
@@ -20,8 +23,27 @@ from ragsite.errors import DomainError
 
 from . import services
 from .access import Role, access_asset, can_create_knowledge_base, knowledge_bases_with_role
+from .admin_display import (
+    duration_label,
+    file_format,
+    file_type_label,
+    metadata_table,
+    quiet_code,
+    region_label,
+    regions_label,
+    size_label,
+    text_analysis_label,
+    worker_label,
+)
 from .admin_scope import KnowledgeScopedAdmin, KnowledgeScopedInline
-from .forms import FAQForm, KnowledgeBaseAddForm, SwitchVersionForm, UploadDocumentsForm
+from .forms import (
+    FAQForm,
+    KnowledgeBaseAddForm,
+    SwitchVersionForm,
+    UploadDocumentsForm,
+    embedding_model_label,
+    embedding_model_name,
+)
 from .models import (
     FAQ,
     CacheNamespace,
@@ -34,8 +56,15 @@ from .models import (
     VersionStatus,
 )
 from .locators import locator_label
-from .release_gate import blocking_reason, release_gate
+from .release_gate import MetricDelta, ReleaseReport, blocking_reason, release_gate
 from .selectors import VersionChanges, document_timeline, ingestion_queue, retained_versions_holding, version_changes
+
+# The layout of the knowledge and evaluation admin pages: lists that fit the window, tables of
+# labelled fields, rendered FAQ answers.
+ADMIN_CSS = {"all": ["knowledge/admin.css"]}
+# FAQ answers are markdown: the admin renders them with the answering admin's renderer (the chat
+# page's marked and DOMPurify, nothing in an answer followed), from a JSON data block per answer.
+FAQ_ANSWER_JS = ["vendor/marked/marked.umd.js", "vendor/dompurify/purify.min.js", "chat/admin_answer.js"]
 
 # 生效中 (active) and 就绪 (ready) must not look alike: one answers questions, the other could.
 STATUS_COLOURS = {
@@ -97,16 +126,16 @@ def _report(request: HttpRequest, error: DomainError) -> None:
 
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
-    list_display = ["name", "slug", "visibility", "active_version_label", "document_total", "faq_total", "embedding_model", "hit_test_link", "updated_at"]
+    list_display = ["name", "slug", "visibility", "active_version_label", "document_total", "faq_total", "embedding_model_short", "hit_test_link", "updated_at"]
     list_filter = ["visibility"]
     search_fields = ["name", "slug", "description"]
     filter_horizontal = ["allowed_groups", "editor_groups", "publisher_groups"]
-    readonly_fields = ["embedding_model", "embedding_dimension", "text_analysis", "active_version", "created_by", "created_at", "updated_at", "links"]
+    readonly_fields = ["embedding_model_words", "embedding_dimension", "text_analysis_words", "active_version", "created_by", "created_at", "updated_at", "links"]
     fieldsets = [
         (None, {"fields": ["slug", "name", "description", "support_contact"]}),
         (gettext_lazy("访问控制"), {"fields": ["visibility", "allowed_groups", "editor_groups", "publisher_groups"]}),
         (gettext_lazy("回答中的链接"), {"fields": ["link_allowed_hosts"]}),
-        (gettext_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model", "embedding_dimension", "text_analysis"]}),
+        (gettext_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model_words", "embedding_dimension", "text_analysis_words"]}),
         (gettext_lazy("检索词典"), {"fields": ["custom_terms"]}),
         (gettext_lazy("上线检查"), {"fields": ["release_max_regression_points"]}),
         (gettext_lazy("状态"), {"fields": ["active_version", "links", "created_by", "created_at", "updated_at"]}),
@@ -114,6 +143,9 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
     actions = ["create_draft", "rollback_to_previous", "reanalyse_with_dictionary"]
     knowledge_base_path = None
     delete_role = Role.PUBLISHER  # deleting purges everything it holds
+
+    class Media:
+        css = ADMIN_CSS
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("active_version").annotate(
@@ -127,7 +159,7 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
         fields = list(super().get_readonly_fields(request, obj))
         if obj is None:
             # Chosen on the add form instead (embedding_choice); fixed afterwards.
-            return [name for name in fields if name not in ("embedding_model", "embedding_dimension")]
+            return [name for name in fields if name not in ("embedding_model_words", "embedding_dimension")]
         if obj is not None:
             fields += ["slug", "chunk_size_tokens", "chunk_overlap_tokens"]
             if not self.holds(request, obj, Role.PUBLISHER):
@@ -138,7 +170,7 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
     def get_fieldsets(self, request, obj=None):
         if obj is not None:
             return self.fieldsets
-        swap = {"embedding_model": "embedding_choice"}
+        swap = {"embedding_model_words": "embedding_choice"}
         return [(title, {**options, "fields": [swap.get(name, name) for name in options["fields"]
                                                if name != "embedding_dimension"]})
                 for title, options in self.fieldsets]
@@ -166,6 +198,18 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
     @admin.display(description=gettext_lazy("文档数"), ordering="_documents")
     def document_total(self, kb: KnowledgeBase) -> int:
         return kb._documents
+
+    @admin.display(description=gettext_lazy("向量模型"), ordering="embedding_model")
+    def embedding_model_short(self, kb: KnowledgeBase) -> str:
+        return embedding_model_name(kb.embedding_model)
+
+    @admin.display(description=gettext_lazy("向量模型"))
+    def embedding_model_words(self, kb: KnowledgeBase) -> SafeString:
+        return quiet_code(embedding_model_label(kb.embedding_model), kb.embedding_model)
+
+    @admin.display(description=gettext_lazy("文本分析"))
+    def text_analysis_words(self, kb: KnowledgeBase) -> SafeString:
+        return quiet_code(text_analysis_label(kb.text_analysis), kb.text_analysis)
 
     @admin.display(description=gettext_lazy("FAQ 数"), ordering="_faqs")
     def faq_total(self, kb: KnowledgeBase) -> int:
@@ -285,13 +329,14 @@ def _confirm_switch(model_admin, request, queryset, *, action, title, describe, 
             else:
                 messages.success(
                     request,
-                    _("%(kb)s 已切换到 v%(n)s（缓存世代 %(epoch)s）。")
+                    _("%(kb)s 已切换到 v%(n)s，检索缓存已更新到第 %(epoch)s 版。")
                     % {"kb": activation.knowledge_base.name, "n": activation.to_version.number, "epoch": activation.cache_epoch},
                 )
         return None
     return _confirmation_page(
         model_admin, request, queryset, action=action, title=title, form=form, submit_label=_("确认"),
-        intro=_("请确认以下版本切换。切换在一个事务中完成：更新生效指针、写入切换记录并推进缓存世代；失败时保持原版本不变。"),
+        intro=_("请确认以下版本切换。切换一次完成：切换生效版本、写入切换记录并更新检索缓存版本（旧的缓存结果随即不再使用）；"
+                "任何一步失败时都保持原版本不变。"),
         items=[describe(obj) for obj in queryset],
     )
 
@@ -317,6 +362,10 @@ def render_release_report(version: KnowledgeBaseVersion, report):
         return format_html('<div class="rag-release">{}</div>', _("该知识库没有默认评测集，未做上线检查。"))
     refusal = blocking_reason(version=version, report=report)
     warning = format_html('<p class="errornote">{}</p>', refusal) if refusal else ""
+    return format_html('<div class="rag-release">{}{}</div>', warning, _release_report_body(report))
+
+
+def _release_report_body(report: ReleaseReport) -> SafeString:
     if report.status in ("pending", "running"):
         body = format_html("<p>{}</p>", _("上线检查进行中（评测集「%(set)s」）。") % {"set": report.eval_set})
     elif report.status == "failed":
@@ -337,7 +386,22 @@ def render_release_report(version: KnowledgeBaseVersion, report):
             _("生效版本能找到、草稿找不到的问题：%(n)d") % {"n": len(report.lost)}, lost,
             _("草稿新找到的问题：%(n)d") % {"n": len(report.gained)}, gained,
         )
-    return format_html('<div class="rag-release">{}{}</div>', warning, body)
+    return body
+
+
+def render_recorded_release_check(check: dict) -> SafeString | str:
+    """The release check an activation recorded (`ReleaseReport.as_dict`, plus the override)."""
+    if not check:
+        return _("未做上线检查。")
+    report = ReleaseReport(
+        status=check.get("status", "done"), eval_set=str(check.get("eval_set", "")),
+        metrics=tuple(MetricDelta(name=str(m.get("name", "")), active=m.get("active"), draft=m.get("draft"))
+                      for m in check.get("metrics") or [] if isinstance(m, dict)),
+        lost=tuple(check.get("lost") or ()), gained=tuple(check.get("gained") or ()), error=str(check.get("error", "")),
+    )
+    override = format_html('<p class="errornote">{}</p>', _("检查未通过，已填写原因强制发布：%(refusal)s") % {
+        "refusal": check.get("refusal") or "—"}) if check.get("overridden") else ""
+    return format_html('<div class="rag-release">{}{}</div>', override, _release_report_body(report))
 
 
 def _fmt(value) -> str:
@@ -377,6 +441,9 @@ class KnowledgeBaseVersionAdmin(KnowledgeScopedAdmin):
     readonly_fields = ["knowledge_base", "number", "status", "based_on", "created_by", "created_at", "ready_at", "activated_at", "retired_at", "document_list"]
     fields = ["knowledge_base", "number", "label", "notes", "status", "based_on", "created_by", "created_at", "ready_at", "activated_at", "retired_at", "document_list"]
     actions = ["activate", "rollback", "mark_ready", "retire"]
+
+    class Media:
+        css = ADMIN_CSS
 
     def has_add_permission(self, request):
         return False  # drafts are created from a knowledge base or by uploading documents
@@ -482,6 +549,16 @@ class VersionActivationAdmin(KnowledgeScopedAdmin):
     list_filter = ["action", "knowledge_base"]
     search_fields = ["reason", "knowledge_base__name", "actor__username"]
     date_hierarchy = "created_at"
+    fields = ["knowledge_base", "action", "from_version", "to_version", "actor", "reason", "release_check_words",
+              "cache_epoch", "created_at"]
+    readonly_fields = fields
+
+    class Media:
+        css = ADMIN_CSS
+
+    @admin.display(description=gettext_lazy("上线检查"))
+    def release_check_words(self, activation: VersionActivation) -> SafeString | str:
+        return render_recorded_release_check(activation.release_check or {})
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("knowledge_base", "from_version", "to_version", "actor")
@@ -514,31 +591,39 @@ class DocumentAssetInline(KnowledgeScopedInline, admin.TabularInline):
         return format_html('<img src="{}" style="max-width:220px;max-height:160px">', reverse("admin:knowledge_documentasset_image", args=[asset.pk]))
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    return f"{seconds / 60:.1f} min"
+class FileTypeFilter(admin.SimpleListFilter):
+    """The formats of the documents listed, in words."""
+
+    title = gettext_lazy("文件类型")
+    parameter_name = "file_type"
+
+    def lookups(self, request, model_admin):
+        present = model_admin.get_queryset(request).order_by().values_list("file_type", flat=True).distinct()
+        return sorted(((code, file_type_label(code)) for code in present), key=lambda item: item[1])
+
+    def queryset(self, request, queryset):
+        return queryset.filter(file_type=self.value()) if self.value() else queryset
 
 
 @admin.register(Document)
 class DocumentAdmin(KnowledgeScopedAdmin):
     change_list_template = "admin/knowledge/document/change_list.html"
     change_form_template = "admin/knowledge/document/change_form.html"
-    list_display = ["title", "knowledge_base", "file_type", "status_label", "membership", "chunks", "size_kb", "attempts", "error_short", "created_at"]
-    list_filter = ["status", "knowledge_base", "file_type", "source_tag"]
+    list_display = ["title", "knowledge_base", "file_type_short", "status_label", "membership", "chunks", "size_kb", "attempts", "error_short", "created_at"]
+    list_filter = ["status", "knowledge_base", FileTypeFilter, "source_tag"]
     search_fields = ["title", "original_name", "sha256", "external_id"]
     readonly_fields = [
-        "knowledge_base", "title", "original_name", "file_type", "mime_type", "sha256", "size",
-        "source_tag", "external_id", "status", "status_changed_at", "error_code", "error_message", "attempts",
-        "timeline", "worker", "heartbeat_at", "lease_expires_at", "page_count", "chunks", "versions_list", "chunks_link", "metadata", "created_by", "created_at", "updated_at",
+        "knowledge_base", "title", "original_name", "file_format_words", "sha256", "size_words",
+        "source_tag", "external_id", "status", "status_changed_at", "error_words", "attempts",
+        "timeline", "worker_words", "heartbeat_at", "lease_words", "page_count", "chunks", "versions_list", "chunks_link",
+        "metadata_words", "created_by", "created_at", "updated_at",
     ]
     fields = readonly_fields
     inlines = [DocumentAssetInline]
     actions = ["retry", "delete_documents"]
+
+    class Media:
+        css = ADMIN_CSS
 
     def get_queryset(self, request):
         memberships = KnowledgeBaseVersion.documents.through.objects.filter(document_id=OuterRef("pk"))
@@ -609,11 +694,48 @@ class DocumentAdmin(KnowledgeScopedAdmin):
     def size_kb(self, document: Document) -> str:
         return f"{document.size / 1024:.1f}"
 
+    @admin.display(description=gettext_lazy("文件类型"), ordering="file_type")
+    def file_type_short(self, document: Document) -> str:
+        return file_type_label(document.file_type)
+
+    @admin.display(description=gettext_lazy("文件类型"))
+    def file_format_words(self, document: Document) -> SafeString:
+        return file_format(document.file_type, document.mime_type)
+
+    @admin.display(description=gettext_lazy("大小"))
+    def size_words(self, document: Document) -> str:
+        return size_label(document.size)
+
+    @admin.display(description=gettext_lazy("处理进程"))
+    def worker_words(self, document: Document) -> str:
+        return worker_label(document.worker)
+
+    @admin.display(description=gettext_lazy("处理期限"))
+    def lease_words(self, document: Document) -> SafeString | str:
+        if document.lease_expires_at is None:
+            return "—"
+        return format_html(
+            '{} <span class="rag-quiet">{}</span>', localtime(document.lease_expires_at).strftime("%Y-%m-%d %H:%M:%S"),
+            _("处理进程在此之前没有再报告进度时，文档会交给其他进程重新处理。"),
+        )
+
+    @admin.display(description=gettext_lazy("处理信息"))
+    def metadata_words(self, document: Document) -> SafeString | str:
+        return metadata_table(document.metadata)
+
     @admin.display(description=gettext_lazy("错误"))
-    def error_short(self, document: Document):
+    def error_short(self, document: Document) -> SafeString:
+        # The message says what went wrong; its code (for operations) and the whole message are the tooltip.
         if not document.error_code:
             return format_html('<span data-doc-error="{}"></span>', document.pk)
-        return format_html('<span data-doc-error="{}" title="{}">{}: {}</span>', document.pk, document.error_message, document.error_code, document.error_message[:60])
+        return format_html('<span data-doc-error="{}" title="{}">{}</span>', document.pk,
+                           f"{document.error_code} · {document.error_message}", document.error_message[:60] or document.error_code)
+
+    @admin.display(description=gettext_lazy("错误"))
+    def error_words(self, document: Document) -> SafeString | str:
+        if not document.error_code:
+            return "—"
+        return quiet_code(document.error_message or document.error_code, document.error_code)
 
     @admin.display(description=gettext_lazy("处理时间线"))
     def timeline(self, document: Document):
@@ -626,8 +748,8 @@ class DocumentAdmin(KnowledgeScopedAdmin):
                 (
                     status_badge(step.status, step.label),
                     localtime(step.at).strftime("%Y-%m-%d %H:%M:%S"),
-                    _duration(step.seconds) + (_("（进行中）") if step.current and step.seconds is not None else ""),
-                    step.attempt or "—", step.worker or "—", step.error_code or "",
+                    duration_label(step.seconds) + (_("（进行中）") if step.current and step.seconds is not None else ""),
+                    step.attempt or "—", worker_label(step.worker), step.error_code or "",
                 )
                 for step in steps
             ),
@@ -635,7 +757,7 @@ class DocumentAdmin(KnowledgeScopedAdmin):
         return format_html(
             '<table class="rag-timeline"><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th>'
             "</tr></thead><tbody>{}</tbody></table>",
-            _("状态"), _("开始"), _("用时"), _("第几次"), _("处理进程"), _("错误码"), rows,
+            _("状态"), _("开始"), _("用时"), _("第几次处理"), _("处理进程"), _("错误码"), rows,
         )
 
     @admin.display(description=gettext_lazy("所在版本"))
@@ -747,8 +869,12 @@ class ChunkAdmin(KnowledgeScopedAdmin):
     list_filter = ["content_type", "knowledge_base"]
     search_fields = ["content", "document__title"]
     list_select_related = ["document"]
-    readonly_fields = ["document", "knowledge_base", "ordinal", "parent_id", "heading_path", "where", "bboxes", "content_type", "token_count", "asset_ids", "rendered", "created_at"]
+    readonly_fields = ["document", "knowledge_base", "ordinal", "parent_block", "heading", "where", "regions", "content_type",
+                       "token_count", "assets_list", "rendered", "created_at"]
     fields = readonly_fields
+
+    class Media:
+        css = ADMIN_CSS
 
     def has_add_permission(self, request):
         return False
@@ -761,11 +887,41 @@ class ChunkAdmin(KnowledgeScopedAdmin):
 
     @admin.display(description=gettext_lazy("标题路径"))
     def heading(self, chunk: Chunk) -> str:
-        return " › ".join(chunk.heading_path)
+        return " › ".join(str(part) for part in chunk.heading_path or []) or "—"
 
     @admin.display(description=gettext_lazy("位置"))
     def where(self, chunk: Chunk) -> str:
         return locator_label(chunk.locator or {}) or "—"
+
+    @admin.display(description=gettext_lazy("页面区域"))
+    def regions(self, chunk: Chunk) -> SafeString | str:
+        return regions_label(chunk.bboxes)
+
+    @admin.display(description=gettext_lazy("所属父块"))
+    def parent_block(self, chunk: Chunk) -> SafeString | str:
+        if not chunk.parent_id:
+            return _("无（检索命中时只提供这一块）")
+        ordinals = list(Chunk.objects.filter(document_id=chunk.document_id, parent_id=chunk.parent_id)
+                        .order_by("ordinal").values_list("ordinal", flat=True))
+        if len(ordinals) <= 1:
+            return _("父块只含这一个分块。")
+        url = reverse("admin:knowledge_chunk_changelist") + "?" + urlencode(
+            {"document__id__exact": chunk.document_id, "parent_id": chunk.parent_id})
+        return format_html(
+            '{} · <a href="{}">{}</a><div class="help">{}</div>',
+            _("序号 %(ordinals)s 的分块同属一个父块") % {"ordinals": "、".join(str(n) for n in ordinals)},
+            url, _("查看同一父块的 %(n)d 个分块") % {"n": len(ordinals)},
+            _("检索命中其中任一分块时，回答会带上同一父块的相邻内容作为上下文。"),
+        )
+
+    @admin.display(description=gettext_lazy("图片"))
+    def assets_list(self, chunk: Chunk) -> SafeString | str:
+        ids = [pk for pk in chunk.asset_ids or [] if isinstance(pk, int)]
+        if not ids:
+            return "—"
+        return format_html_join(" ", '<a href="{}">{}</a>', (
+            (reverse("admin:knowledge_documentasset_change", args=[pk]), _("图片 #%(id)s") % {"id": pk}) for pk in ids
+        ))
 
     @admin.display(description=gettext_lazy("内容"))
     def rendered(self, chunk: Chunk):
@@ -783,8 +939,15 @@ class DocumentAssetAdmin(KnowledgeScopedAdmin):
     list_display = ["id", "preview", "document", "page", "width", "height", "caption"]
     list_filter = ["document__knowledge_base"]
     search_fields = ["caption", "document__title"]
-    readonly_fields = ["document", "ordinal", "page", "bbox", "width", "height", "caption", "sha256", "preview_large", "created_at"]
+    readonly_fields = ["document", "ordinal", "page", "region", "width", "height", "caption", "sha256", "preview_large", "created_at"]
     fields = readonly_fields
+
+    class Media:
+        css = ADMIN_CSS
+
+    @admin.display(description=gettext_lazy("页面区域"))
+    def region(self, asset: DocumentAsset) -> str:
+        return region_label(asset.bbox) if asset.bbox else "—"
 
     def has_add_permission(self, request):
         return False
@@ -825,6 +988,15 @@ class DocumentAssetAdmin(KnowledgeScopedAdmin):
 # --- FAQs --------------------------------------------------------------------------------------
 
 
+def faq_answer(text: str, *, element_id: str, css_class: str = "rag-faq-answer") -> str:
+    """An FAQ answer: escaped text, and its markdown as a JSON data block the page's script renders
+    in place (as the answering admin does with answers; an FAQ answer cites nothing)."""
+    return render_to_string("admin/knowledge/faq/answer.html", {
+        "element_id": element_id, "css_class": css_class,
+        "source": {"text": text, "citations": [], "assets": [], "asset_url": ""},
+    })
+
+
 class FAQHitFilter(admin.SimpleListFilter):
     title = gettext_lazy("命中情况")
     parameter_name = "hits"
@@ -843,16 +1015,32 @@ class FAQHitFilter(admin.SimpleListFilter):
 @admin.register(FAQ)
 class FAQAdmin(KnowledgeScopedAdmin):
     form = FAQForm
-    list_display = ["question", "knowledge_base", "enabled", "hit_count", "source_tag", "updated_at"]
+    list_display = ["question", "answer_short", "knowledge_base", "enabled", "hit_count", "source_tag", "updated_at"]
     list_filter = ["enabled", FAQHitFilter, "knowledge_base", "source_tag"]
     search_fields = ["question", "answer", "similar_questions"]
     # Most used first: staff curate the answers readers actually get; the header re-sorts.
     ordering = ["-hit_count", "knowledge_base", "question"]
     sortable_by = ["question", "knowledge_base", "enabled", "hit_count", "source_tag", "updated_at"]
     list_editable = []
-    readonly_fields = ["hit_count", "created_by", "created_at", "updated_at"]
-    fields = ["knowledge_base", "question", "similar_questions_text", "answer", "source_tag", "enabled", "hit_count", "created_by", "created_at", "updated_at"]
+    readonly_fields = ["answer_preview", "hit_count", "created_by", "created_at", "updated_at"]
+    fields = ["knowledge_base", "question", "similar_questions_text", "answer", "answer_preview", "source_tag", "enabled", "hit_count",
+              "created_by", "created_at", "updated_at"]
     actions = ["enable", "disable", "delete_faqs"]
+
+    class Media:
+        css = ADMIN_CSS
+        js = FAQ_ANSWER_JS
+
+    @admin.display(description=gettext_lazy("答案"))
+    def answer_short(self, faq: FAQ) -> str:
+        return faq_answer(faq.answer, element_id=f"faq-answer-{faq.pk}", css_class="rag-faq-answer rag-faq-answer-short")
+
+    @admin.display(description=gettext_lazy("答案显示效果"))
+    def answer_preview(self, faq: FAQ) -> SafeString | str:
+        if not faq.pk:
+            return _("保存后在这里显示读者看到的答案。")
+        return format_html('{}<p class="rag-quiet">{}</p>', faq_answer(faq.answer, element_id="faq-answer-saved"),
+                           _("已保存的答案按读者看到的样子显示；修改后保存即可更新。"))
 
     def get_actions(self, request):
         actions = super().get_actions(request)
@@ -901,11 +1089,27 @@ class FAQAdmin(KnowledgeScopedAdmin):
         messages.success(request, _("已删除 %(n)d 条 FAQ。") % {"n": count})
 
 
+CACHE_HELP = gettext_lazy(
+    "每个知识库的检索结果会缓存一段时间，以便重复的问题更快得到回答。缓存版本在发布或回滚版本、修改 FAQ、"
+    "修改可见范围、已发布文档重新处理完成或手动清除时加一；此后旧版本的缓存结果不再使用，无需逐条删除。"
+)
+
+
 @admin.register(CacheNamespace)
 class CacheNamespaceAdmin(KnowledgeScopedAdmin):
-    list_display = ["scope", "knowledge_base", "cache_epoch", "updated_at"]
-    readonly_fields = ["scope", "knowledge_base", "cache_epoch", "updated_at"]
+    change_list_template = "admin/knowledge/cachenamespace/change_list.html"
+    # The scope ("kb:<id>") is the key retrieval looks the version up by; the knowledge base names it.
+    list_display = ["knowledge_base", "cache_epoch", "updated_at"]
+    list_display_links = ["knowledge_base"]
+    readonly_fields = ["knowledge_base", "cache_epoch", "updated_at"]
+    fieldsets = [(None, {"fields": readonly_fields, "description": CACHE_HELP})]
     actions = ["invalidate"]
+
+    class Media:
+        css = ADMIN_CSS
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {**(extra_context or {}), "cache_help": CACHE_HELP})
 
     def has_add_permission(self, request):
         return False
@@ -918,7 +1122,7 @@ class CacheNamespaceAdmin(KnowledgeScopedAdmin):
         for namespace in self.allowed(request, queryset, Role.EDITOR).select_related("knowledge_base"):
             if namespace.knowledge_base is not None:
                 epoch = services.invalidate_cache(kb=namespace.knowledge_base, actor=request.user)
-                messages.success(request, _("%(kb)s 缓存世代已推进到 %(e)s。") % {"kb": namespace.knowledge_base.name, "e": epoch})
+                messages.success(request, _("%(kb)s 的检索缓存已清除，缓存版本更新到第 %(e)s 版。") % {"kb": namespace.knowledge_base.name, "e": epoch})
 
 
 admin.site.site_header = gettext_lazy("ragsite 知识库管理")

@@ -11,17 +11,30 @@ from engines.providers.local import LOCAL_EMBEDDING_MODEL
 
 from .models import FAQ, KnowledgeBase
 
-# What staff read when they choose a new knowledge base's embedding model.
+# What staff read about an embedding model: its name, and what choosing it means. A model the
+# deployment configures (a remote service) is named by its id.
 _EMBEDDING_NAMES = {
-    E5_EMBEDDING_MODEL: _("e5-small 多语言语义模型（本地运行，中英文问题都能按意思检索）"),
-    LOCAL_EMBEDDING_MODEL: _("词法哈希（本地运行，只按字词匹配，不理解意思，适合测试）"),
+    E5_EMBEDDING_MODEL: (_("e5-small 多语言语义模型"), _("本地运行，中英文问题都能按意思检索")),
+    LOCAL_EMBEDDING_MODEL: (_("词法哈希"), _("本地运行，只按字词匹配，不理解意思，适合测试")),
 }
+
+
+def embedding_model_name(model: str) -> str:
+    """The model in a few words, for lists ("e5-small 多语言语义模型")."""
+    known = _EMBEDDING_NAMES.get(model)
+    return str(known[0]) if known else model
+
+
+def embedding_model_label(model: str) -> str:
+    """The model with what choosing it means, as the new-knowledge-base form offers it."""
+    known = _EMBEDDING_NAMES.get(model)
+    return _("%(name)s（%(note)s）") % {"name": known[0], "note": known[1]} if known else model
 
 
 def embedding_model_choices() -> list[tuple[str, str]]:
     choices = []
     for index, (model, dimension) in enumerate(embedding_choices()):
-        label = _("%(name)s · %(dim)s 维") % {"name": _EMBEDDING_NAMES.get(model, model), "dim": dimension}
+        label = _("%(name)s · %(dim)s 维") % {"name": embedding_model_label(model), "dim": dimension}
         choices.append((model, _("%(label)s（部署默认）") % {"label": label} if index == 0 else label))
     return choices
 
@@ -69,7 +82,7 @@ class UploadDocumentsForm(forms.Form):
     )
     files = MultipleFileField(
         label=_("文件"),
-        help_text=_("可多选。支持 PDF、DOCX、XLSX、CSV、PPTX、Markdown、HTML、TXT、PNG、JPEG。"),
+        help_text=_("可多选。支持 PDF 文档，docx、xlsx、pptx 办公文档，csv 表格，Markdown、html、txt 文本，png、jpeg 图片。"),
     )
     source_tag = forms.CharField(label=_("来源标签"), max_length=100, required=False)
 

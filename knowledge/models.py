@@ -15,6 +15,7 @@ from django.contrib.auth.models import Group
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from engines.analysis import parse_terms
@@ -53,9 +54,9 @@ class KnowledgeBase(models.Model):
                     "对已有文档需执行“按词典重建索引”。"),
     )
     chunk_size_tokens = models.PositiveIntegerField(
-        _("子块大小（Token）"), default=512, validators=[MinValueValidator(64)]
+        _("子块大小（词元数）"), default=512, validators=[MinValueValidator(64)]
     )
-    chunk_overlap_tokens = models.PositiveIntegerField(_("子块重叠（Token）"), default=48)
+    chunk_overlap_tokens = models.PositiveIntegerField(_("子块重叠（词元数）"), default=48)
     visibility = models.CharField(
         _("可见范围"), max_length=16, choices=Visibility.choices, default=Visibility.INTERNAL
     )
@@ -207,7 +208,7 @@ class VersionActivation(models.Model):
     reason = models.TextField(_("原因"), blank=True)
     # The release check as it stood when publishing, and whether staff overrode a refusal.
     release_check = models.JSONField(_("上线检查"), default=dict, blank=True)
-    cache_epoch = models.PositiveBigIntegerField(_("切换后缓存世代"), default=0)
+    cache_epoch = models.PositiveBigIntegerField(_("切换后缓存版本"), default=0)
     created_at = models.DateTimeField(_("时间"), auto_now_add=True, db_index=True)
 
     class Meta:
@@ -216,8 +217,10 @@ class VersionActivation(models.Model):
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
-        source = f"v{self.from_version.number}" if self.from_version_id else "-"
-        return f"{self.knowledge_base.slug}: {source} → v{self.to_version.number} ({self.action})"
+        words = {"kb": self.knowledge_base.slug, "action": self.get_action_display(), "to": self.to_version.number}
+        if self.from_version_id is None:
+            return gettext("%(kb)s：%(action)s v%(to)s（此前没有生效版本）") % words
+        return gettext("%(kb)s：%(action)s v%(from)s → v%(to)s") % {**words, "from": self.from_version.number}
 
 
 class DocumentStatus(models.TextChoices):
@@ -330,7 +333,8 @@ class DocumentTransition(models.Model):
         indexes = [models.Index(fields=["document", "at"], name="transition_document_at")]
 
     def __str__(self) -> str:
-        return f"{self.document_id} {self.status} {self.at:%Y-%m-%d %H:%M:%S}"
+        return gettext("文档 %(document)s %(status)s（%(at)s）") % {
+            "document": self.document_id, "status": self.get_status_display(), "at": f"{self.at:%Y-%m-%d %H:%M:%S}"}
 
 
 class ContentType(models.TextChoices):
@@ -350,7 +354,7 @@ class Chunk(models.Model):
         KnowledgeBase, verbose_name=_("知识库"), on_delete=models.CASCADE, related_name="chunks"
     )
     ordinal = models.PositiveIntegerField(_("序号"))
-    parent_id = models.CharField(_("父块 ID"), max_length=64, blank=True, db_index=True)
+    parent_id = models.CharField(_("父块编号"), max_length=64, blank=True, db_index=True)
     heading_path = models.JSONField(_("标题路径"), default=list, blank=True)
     locator = models.JSONField(
         _("定位"), default=dict, blank=True,
@@ -361,7 +365,7 @@ class Chunk(models.Model):
         _("内容类型"), max_length=16, choices=ContentType.choices, default=ContentType.TEXT
     )
     content = models.TextField(_("内容"))
-    token_count = models.PositiveIntegerField(_("Token 数"), default=0)
+    token_count = models.PositiveIntegerField(_("词元数"), default=0)
     asset_ids = models.JSONField(_("资源 ID"), default=list, blank=True)
     created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
 
@@ -377,7 +381,7 @@ class Chunk(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.document_id}#{self.ordinal}"
+        return gettext("「%(document)s」的分块 #%(ordinal)s") % {"document": self.document.title, "ordinal": self.ordinal}
 
 
 def asset_upload_to(instance: "DocumentAsset", filename: str) -> str:
@@ -404,7 +408,7 @@ class DocumentAsset(models.Model):
         ordering = ["document", "ordinal"]
 
     def __str__(self) -> str:
-        return f"asset {self.pk} of document {self.document_id}"
+        return gettext("「%(document)s」的第 %(n)s 张图片") % {"document": self.document.title, "n": self.ordinal + 1}
 
 
 class FAQ(models.Model):
@@ -445,17 +449,18 @@ class CacheNamespace(models.Model):
     unreachable without scanning or deleting them.
     """
 
-    scope = models.CharField(_("范围"), max_length=100, unique=True)
+    scope = models.CharField(_("分区标识"), max_length=100, unique=True)
     knowledge_base = models.OneToOneField(
         KnowledgeBase, verbose_name=_("知识库"), null=True, blank=True, on_delete=models.CASCADE,
         related_name="cache_namespace",
     )
-    cache_epoch = models.PositiveBigIntegerField(_("缓存世代"), default=1)
+    cache_epoch = models.PositiveBigIntegerField(_("缓存版本"), default=1)
     updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
 
     class Meta:
-        verbose_name = _("缓存命名空间")
-        verbose_name_plural = _("缓存命名空间")
+        verbose_name = _("检索缓存分区")
+        verbose_name_plural = _("检索缓存分区")
 
     def __str__(self) -> str:
-        return f"{self.scope} @ {self.cache_epoch}"
+        owner = self.knowledge_base.name if self.knowledge_base_id else self.scope
+        return gettext("%(owner)s 的检索缓存（第 %(epoch)s 版）") % {"owner": owner, "epoch": self.cache_epoch}

@@ -30,14 +30,14 @@ class HitTestForm(forms.Form):
     )
     enable_rerank = forms.BooleanField(
         label=_("重排"), required=False, initial=True,
-        help_text=_("使用本地模型提供方（local）时没有能提升效果的重排模型：勾选后不重排，并在轨迹中注明。"),
+        help_text=_("使用离线的本地模型时没有能提升效果的重排模型：勾选后不重排，并在轨迹中注明。"),
     )
     enable_parent_expansion = forms.BooleanField(
         label=_("上下文扩展（Small2Big）"), required=False, initial=True,
         help_text=_("命中分块后补上它前后的内容，让回答读到完整的上下文。"),
     )
     enable_hyde = forms.BooleanField(
-        label=_("假设答案检索（HyDE）"), required=False,
+        label=_("假设答案检索"), required=False,
         help_text=_("先让模型写一个假设的答案，再按它的意思检索。"),
     )
     dynamic_top_k = forms.BooleanField(

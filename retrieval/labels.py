@@ -51,7 +51,7 @@ VARIANTS = {
 }
 NOTES = {
     "rerank_unavailable": gettext_lazy("本地模型没有能提升效果的重排模型，未重排"),
-    "hyde_unavailable": gettext_lazy("当前模型不能生成假设答案，未使用 HyDE"),
+    "hyde_unavailable": gettext_lazy("当前模型不能生成假设答案，未使用假设答案检索"),
     "dynamic_top_k_needs_rerank": gettext_lazy("动态返回条数需要重排分数，未启用"),
 }
 COUNTS = {"fused": gettext_lazy("融合后"), "reranked": gettext_lazy("已重排")}
@@ -74,7 +74,7 @@ DEGRADATIONS = {
     "faq_search_failed": gettext_lazy("FAQ 检索失败"),
     "dense_failed": gettext_lazy("语义检索失败"),
     "sparse_failed": gettext_lazy("关键词检索失败"),
-    "hyde_failed": gettext_lazy("HyDE 失败"),
+    "hyde_failed": gettext_lazy("假设答案检索失败"),
     "rerank_failed": gettext_lazy("重排失败"),
     "parent_expansion_failed": gettext_lazy("上下文扩展失败"),
 }

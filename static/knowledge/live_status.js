@@ -30,8 +30,9 @@
     cell.style.color = colours[data.status] || "#111827";
     const error = document.querySelector('[data-doc-error="' + data.document + '"]');
     if (error) {
-      error.textContent = data.error_code ? data.error_code + ": " + (data.error_message || "") : "";
-      error.title = data.error_message || "";
+      // The message in words; its code (for operations) and the whole message as the tooltip.
+      error.textContent = data.error_code ? (data.error_message || "").slice(0, 60) || data.error_code : "";
+      error.title = data.error_code ? data.error_code + " · " + (data.error_message || "") : "";
     }
     const row = cell.closest("tr");
     const attempts = row && row.querySelector(".field-attempts");

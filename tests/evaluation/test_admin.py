@@ -6,6 +6,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from evaluation.admin import run_label_words, source_label
 from evaluation.importers import CaseDraft
 from evaluation.models import EvalCase, EvalSet
 from evaluation.services import CaseOutcome, finish_run, import_eval_set, start_run
@@ -44,9 +45,15 @@ def finished_run(db):
     )
 
 
-def test_the_run_list_shows_config_metrics_and_revision(admin_client_logged_in, finished_run):
+def test_the_run_list_shows_config_metrics_and_latency_in_words(admin_client_logged_in, finished_run):
+    # when
     page = admin_client_logged_in.get(reverse("admin:evaluation_evalrun_changelist")).content.decode()
-    assert "hybrid(convex)" in page and "ndcg@10 0.6309" in page and "12.5" in page
+
+    # then: the configuration and the metrics in words, each code as the tooltip
+    assert '<span class="rag-code" title="hybrid(convex)">混合检索（语义 + 关键词） · 加权融合</span>' in page
+    assert "12.5" in page and "延迟中位数（毫秒）" in page
+    assert '<div title="ndcg@10"><span class="rag-nowrap">排序质量@10</span> 0.6309</div>' in page
+    assert '<span class="rag-nowrap">召回率@5</span> 1.0000' in page
 
 
 def test_the_run_page_shows_metrics_stages_and_each_question_escaped(admin_client_logged_in, finished_run):
@@ -100,8 +107,9 @@ def test_an_answers_run_page_shows_routes_and_the_calibration_table(admin_client
     # when
     page = admin_client_logged_in.get(reverse("admin:evaluation_evalrun_change", args=[finished_run.pk])).content.decode()
 
-    # then
+    # then: codes in words, each code kept quietly beside its words
     assert "insufficient_context" in page and "100.00%" in page and "0.00%" in page and "containment" in page
+    assert "信息不足" in page and "文档问答" in page and "答对率" in page and "高" in page
 
 
 @pytest.fixture
@@ -140,6 +148,8 @@ def test_two_runs_are_compared_metric_by_metric_and_question_by_question(admin_c
     assert "ndcg@10" in metrics and "-13.1" in metrics  # 0.5 − 0.6309
     cases = page.split('class="rag-compare-cases"')[1].split("</table>")[0]
     assert 'class="change-lost"' in cases and 'class="change-gained"' in cases
+    assert "<td>B 丢失</td>" in cases and "<td>B 新找到</td>" in cases and "<td>lost</td>" not in cases
+    assert "排序质量@10" in metrics
     assert "病假&lt;b&gt;几天&lt;/b&gt;？" in cases and "<b>几天</b>" not in page
 
 
@@ -161,7 +171,7 @@ def test_the_charts_page_draws_a_bar_per_run_per_metric_and_the_latency_scatter(
     # then: four metrics × two runs, one scatter with both runs, served inline (no script, no CDN)
     assert page.count('<svg class="rag-chart"') == 5
     assert page.count("<rect ") == 8 and page.count("<circle ") == 2
-    assert "ndcg@10" in page and "<script src=\"http" not in page
+    assert "排序质量@10" in page and "<script src=\"http" not in page
 
 
 def test_the_shared_layout_is_imported_from_the_admin_as_its_two_files(admin_client_logged_in):
@@ -206,3 +216,94 @@ def test_a_name_taken_in_another_knowledge_base_is_imported_as_a_free_one(client
     foreign.refresh_from_db()
     assert foreign.knowledge_base == theirs
     assert list(foreign.cases.values_list("key", "question")) == [("S1", "机密问题？")]
+
+
+def test_a_run_page_names_its_parameters_metrics_stages_and_model_in_words(admin_client_logged_in, finished_run):
+    # given
+    from evaluation.models import EvalRun
+
+    EvalRun.objects.filter(pk=finished_run.pk).update(embedding_model="local-e5-small-v1", latency_ms={
+        "p50": 12.5, "p95": 12.5, "stages": {"channel:sparse:original": {"p50": 3.0, "p95": 3.0}}})
+
+    # when
+    page = admin_client_logged_in.get(reverse("admin:evaluation_evalrun_change", args=[finished_run.pk])).content.decode()
+
+    # then
+    assert "检索方式" in page and "混合检索（语义 + 关键词）" in page and "评估前几个结果（k）" in page
+    assert "排序质量@10" in page and "按名次加权的综合得分" in page
+    assert "关键词检索（原问题）" in page and "95% 的问题不超过" in page
+    assert "e5-small 多语言语义模型（本地运行，中英文问题都能按意思检索）" in page
+    assert ">token<" not in page.lower()
+    # and: the page is titled with the configuration in words
+    assert f"<h2>#{finished_run.pk} hr 混合检索（语义 + 关键词） · 加权融合</h2>" in page
+    assert f"&rsaquo; #{finished_run.pk} hr 混合检索" in page
+
+
+def test_the_set_page_says_where_its_questions_came_from_and_lists_values_one_a_line(admin_client_logged_in):
+    # given: the demo's built-in set
+    kb = make_kb()
+    eval_set = import_eval_set(name="demo", knowledge_base=kb, source="knowledge.demo.questions", cases=[
+        CaseDraft(key="D01", question="年假几天？", expected_documents=("员工手册", "handbook.md"), expected_chunks=(),
+                  answers=("7 天",), answerable=True),
+    ]).eval_set
+
+    # when
+    page = admin_client_logged_in.get(reverse("admin:evaluation_evalset_change", args=[eval_set.pk])).content.decode()
+
+    # then
+    assert '<span class="rag-code" title="knowledge.demo.questions">演示知识库内置评测集</span>' in page
+    assert "\n员工手册\nhandbook.md</textarea>" in page and "[&quot;员工手册&quot;" not in page
+    assert "每行一个：标题、文件名或外部 ID。" in page
+
+
+def test_the_set_page_saves_lines_as_lists_and_refuses_a_chunk_that_is_not_a_number(admin_client_logged_in):
+    # given
+    kb = make_kb()
+    eval_set = import_eval_set(name="hr", knowledge_base=kb, cases=[
+        CaseDraft(key="Q1", question="年假几天？", expected_documents=("员工手册",), expected_chunks=(), answers=(), answerable=True),
+    ]).eval_set
+    case = eval_set.cases.get()
+    url = reverse("admin:evaluation_evalset_change", args=[eval_set.pk])
+
+    def post(chunks: str):
+        return admin_client_logged_in.post(url, {
+            "name": "hr", "description": "", "knowledge_base": kb.pk,
+            "cases-TOTAL_FORMS": "1", "cases-INITIAL_FORMS": "1", "cases-MIN_NUM_FORMS": "0", "cases-MAX_NUM_FORMS": "1000",
+            "cases-0-id": case.pk, "cases-0-eval_set": eval_set.pk, "cases-0-key": "Q1", "cases-0-question": "年假几天？",
+            "cases-0-expected_documents": "员工手册\n\n handbook.md ", "cases-0-expected_chunks": chunks,
+            "cases-0-answers": "7 天\n七天", "cases-0-answerable": "on",
+        })
+
+    # when
+    refused, saved = post("12\nabc"), post("12\n13")
+
+    # then
+    assert refused.status_code == 200 and "请每行填写一个分块编号（数字）。" in refused.content.decode()
+    assert saved.status_code == 302
+    case.refresh_from_db()
+    assert (case.expected_documents, case.expected_chunks, case.answers) == (["员工手册", "handbook.md"], [12, 13], ["7 天", "七天"])
+
+
+@pytest.mark.parametrize(("source", "shown"), [
+    ("", "—"), ("hr.csv", "导入的文件 hr.csv"),
+    ("/data/eval/hr.xlsx", '<span class="rag-code" title="/data/eval/hr.xlsx">导入的文件 hr.xlsx</span>'),
+    ("../shared/eval/cmrc", '<span class="rag-code" title="../shared/eval/cmrc">共享评测集目录 cmrc</span>'),
+])
+def test_a_set_source_is_named_in_words(source, shown):
+    # when
+    words = str(source_label(source))
+
+    # then: the words, with the whole path as the tooltip when the name alone does not say it
+    assert words == shown
+
+
+@pytest.mark.parametrize(("label", "words"), [
+    ("hybrid(convex)+rerank", "混合检索（语义 + 关键词） · 加权融合 + 重排"), ("sparse", "关键词检索"),
+    ("dense+rewrite+parents", "语义检索 + 问题改写 + 父块扩展"), ("rag", "完整问答流程"), ("我的配置", "我的配置"),
+])
+def test_a_run_configuration_is_named_in_words(label, words):
+    # when
+    shown = run_label_words(label)
+
+    # then
+    assert shown == words

@@ -431,7 +431,8 @@ def test_the_document_page_shows_its_timeline_with_durations_attempts_and_worker
     timeline = page.split('class="rag-timeline"')[1].split("</table>")[0]
     assert timeline.count("<tr>") == 6  # header + five steps
     assert "2.0 s" in timeline and "5.0 min" in timeline and "2.5 s" in timeline
-    assert "host-a:11" in timeline and "host-b:22" in timeline and "pdf_encrypted" in timeline
+    assert "主机 host-a · 进程号 11" in timeline and "主机 host-b · 进程号 22" in timeline and "pdf_encrypted" in timeline
+    assert "<th>处理进程</th>" in timeline and "host-a:11" not in timeline
 
 
 def test_a_failed_document_has_a_retry_button_that_queues_it_with_fresh_attempts(admin_client_logged_in, kb, django_capture_on_commit_callbacks, database_tasks):

@@ -69,7 +69,7 @@ def test_hit_test_form_reads_in_words_with_help(staff_client, kb):
     text = visible_text(page)
     # then
     for words in ("检索方式", "混合检索（语义 + 关键词）", "语义检索", "关键词检索", "返回条数", "候选条数",
-                  "最终列出的结果条数（最多 50 条）。", "不少于返回条数，最多 200 条", "动态返回条数", "假设答案检索（HyDE）"):
+                  "最终列出的结果条数（最多 50 条）。", "不少于返回条数，最多 200 条", "动态返回条数", "假设答案检索"):
         assert words in text, words
     for code in ("top_k", "candidate_k", "hybrid", "dense", "sparse", "模式"):
         assert code not in text, code
