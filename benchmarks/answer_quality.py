@@ -169,10 +169,10 @@ def run_model(model, cases: list[Case]) -> tuple[list[str], float]:
 
 def build_kb(slug: str, dataset) -> tuple[object, dict]:
     from evaluation.runner import build_knowledge_base
-    from knowledge import services
+    from knowledge.catalog import services as catalog_services
     from knowledge.models import Visibility
 
-    kb = services.create_knowledge_base(
+    kb = catalog_services.create_knowledge_base(
         slug=slug, name=f"评测：{dataset.name}", visibility=Visibility.INTERNAL, actor=None
     )
     report = build_knowledge_base(kb=kb, dataset=dataset)

@@ -754,7 +754,7 @@ def main() -> None:
         user, token = bench_user()
         WriteProbe.create_table()
 
-        from knowledge.demo.questions import QUESTIONS
+        from demo.questions import QUESTIONS
 
         demo_questions = [q["question"] for q in QUESTIONS]
         synthetic_warm_up = synthetic_questions(texts, 3, seed=1001)

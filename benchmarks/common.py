@@ -156,16 +156,17 @@ def build_corpus(size: int, *, chunks_per_document: int = 100, seed: int = 7,
     """A published KB with `size` chunks: rows in the database, vectors in Milvus."""
     import numpy as np
 
-    from knowledge import services
+    from knowledge.catalog import readiness
+    from knowledge.catalog import services as catalog_services
     from knowledge.models import Chunk, Document, DocumentStatus
     from knowledge.vectors import store_for
     from engines.ports import ChunkRecord
     from engines.providers import get_embedder
 
     rng = random.Random(seed + size)
-    kb = services.create_knowledge_base(slug=f"bench-{size}", name=f"bench {size}", actor=None,
+    kb = catalog_services.create_knowledge_base(slug=f"bench-{size}", name=f"bench {size}", actor=None,
                                         embedding_model=embedding_model)
-    draft = services.create_draft_version(kb=kb, actor=None)
+    draft = catalog_services.create_draft_version(kb=kb, actor=None)
     texts = [chunk_text(rng) for _ in range(size)]
     documents = Document.objects.bulk_create(
         Document(
@@ -201,8 +202,8 @@ def build_corpus(size: int, *, chunks_per_document: int = 100, seed: int = 7,
             for j, c in enumerate(chunks[start : start + 2000])
         ])
     upsert_seconds = time.perf_counter() - started
-    services.mark_version_ready(version=draft)
-    services.activate_version(version=draft, actor=None, reason="benchmark")
+    readiness.mark_version_ready(version=draft)
+    catalog_services.activate_version(version=draft, actor=None, reason="benchmark")
     kb.refresh_from_db()
     ids = np.array([c.pk for c in chunks])
     return kb, texts, vectors, ids, {"embed_seconds": round(embed_seconds, 2), "upsert_seconds": round(upsert_seconds, 2)}

@@ -41,13 +41,14 @@ def _publish(slug: str, passages: list[dict], *, embedding_model: str | None):
     article and one chunk per passage; returns (kb, {chunk id: passage id})."""
     from engines.ports import ChunkRecord
     from engines.providers import get_embedder
-    from knowledge import services
+    from knowledge.catalog import readiness
+    from knowledge.catalog import services as catalog_services
     from knowledge.models import Chunk, Document, DocumentStatus, Visibility
     from knowledge.vectors import store_for
 
-    kb = services.create_knowledge_base(slug=slug, name=f"CMRC {slug}", actor=None, visibility=Visibility.PUBLIC,
+    kb = catalog_services.create_knowledge_base(slug=slug, name=f"CMRC {slug}", actor=None, visibility=Visibility.PUBLIC,
                                         embedding_model=embedding_model)
-    draft = services.create_draft_version(kb=kb, actor=None)
+    draft = catalog_services.create_draft_version(kb=kb, actor=None)
     articles: dict[str, list[dict]] = defaultdict(list)
     for passage in passages:
         articles[passage["id"].split("#")[0]].append(passage)
@@ -76,8 +77,8 @@ def _publish(slug: str, passages: list[dict], *, embedding_model: str | None):
                     content_type="text", vector=list(v))
         for c, v in zip(chunks, vectors)
     ])
-    services.mark_version_ready(version=draft)
-    services.activate_version(version=draft, actor=None, reason="benchmark")
+    readiness.mark_version_ready(version=draft)
+    catalog_services.activate_version(version=draft, actor=None, reason="benchmark")
     kb.refresh_from_db()
     return kb, {c.pk: pid for c, pid in zip(chunks, passage_ids)}
 

@@ -29,8 +29,8 @@ STAGES = ["upload", "parse", "chunk", "assets", "embed", "store", "upsert"]
 def run_pipeline(kb, files: list[tuple[str, bytes]], *, titles=None, external_ids=None) -> dict:
     from django.core.files.base import ContentFile
 
-    from knowledge import services
-    from knowledge.ingestion import ingest_document
+    from knowledge.documents import services as document_services
+    from knowledge.documents.ingestion.tasks import ingest_document
     from knowledge.models import Chunk
 
     stage_seconds: dict[str, float] = defaultdict(float)
@@ -41,7 +41,7 @@ def run_pipeline(kb, files: list[tuple[str, bytes]], *, titles=None, external_id
         upload_started = time.perf_counter()
         for start in range(0, len(files), 50):
             batch = files[start : start + 50]
-            outcomes = services.upload_documents(
+            outcomes = document_services.upload_documents(
                 kb=kb,
                 files=[ContentFile(data, name=name) for name, data in batch],
                 actor=None,
@@ -290,7 +290,7 @@ def raw_baseline(kb, document_ids_filter) -> dict:
 
 
 def demo_files(out_dir: Path) -> list[tuple[str, bytes]]:
-    from knowledge.demo.build import build_demo_corpus
+    from demo.build import build_demo_corpus
 
     return [(p.name, p.read_bytes()) for p in build_demo_corpus(out_dir)]
 
@@ -327,7 +327,7 @@ def main() -> None:
     try:
         import tempfile
 
-        from knowledge import services
+        from knowledge.catalog import services as catalog_services
         from knowledge.models import Document
 
         results = {}
@@ -336,7 +336,7 @@ def main() -> None:
             ("cmrc2018_dev_chunks", lambda: cmrc_files(args.cmrc_limit, args.cmrc_dir)),
         ):
             files, titles, external_ids = loader()
-            kb = services.create_knowledge_base(slug=f"bench-{name.replace('_', '-')}", name=name, actor=None,
+            kb = catalog_services.create_knowledge_base(slug=f"bench-{name.replace('_', '-')}", name=name, actor=None,
                                                 embedding_model=args.embedding_model)
             pipeline = run_pipeline(kb, files, titles=titles, external_ids=external_ids)
             ids = list(Document.objects.filter(knowledge_base=kb).values_list("pk", flat=True))

@@ -364,10 +364,10 @@ def create_users(readers: int, *, prefix: str = "bench-load", admin: bool = True
 def upload_initial(kb, corpus: Corpus, documents: int) -> tuple[list[int], list[str]]:
     from django.core.files.base import ContentFile
 
-    from knowledge import services
+    from knowledge.documents import services as document_services
 
     files = corpus.next_files(documents)
-    outcomes = services.upload_documents(kb=kb, files=[ContentFile(data, name=name) for name, data in files],
+    outcomes = document_services.upload_documents(kb=kb, files=[ContentFile(data, name=name) for name, data in files],
                                          actor=None, max_files=len(files))
     return [o.document.pk for o in outcomes], [data.decode() for _name, data in files]
 
@@ -1070,19 +1070,19 @@ def main(argv=None) -> None:
         scratch = Path(os.environ["RAGSITE_VAR_DIR"])
         from django.conf import settings
 
-        from knowledge import services
+        from knowledge.catalog import services as catalog_services
 
         database = "postgresql" if postgres else "sqlite"
         readers = max(args.chat_concurrency + args.retrieval_concurrency, 2 * args.soak_concurrency,
                       2 * args.ramp_max if args.ramp else 0)
         admin_token, reader_tokens = create_users(readers)
-        kb = services.create_knowledge_base(slug=KB_SLUG, name="负载测试", visibility="internal", actor=None,
+        kb = catalog_services.create_knowledge_base(slug=KB_SLUG, name="负载测试", visibility="internal", actor=None,
                                             embedding_model=args.embedding_model)
         corpus = Corpus()
         build_started = time.perf_counter()
         initial_ids, texts = upload_initial(kb, corpus, args.documents)
         print(f"building {args.documents} documents ({args.embedding_model}, {database}) …", flush=True)
-        from knowledge.bulk import process_queue_until_done, publish_when_ready
+        from knowledge.documents.bulk import process_queue_until_done, publish_when_ready
         from knowledge.models import Chunk, Document
 
         # The build is set-up, not a figure: this process runs the queue on every core (as

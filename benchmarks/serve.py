@@ -305,7 +305,7 @@ def model_questions(base_url: str, token: str, kb: str, *, limit: int | None = N
 
     import httpx
 
-    from knowledge.demo.questions import QUESTIONS
+    from demo.questions import QUESTIONS
 
     def hit_type(question: str) -> str | None:
         with httpx.Client(base_url=base_url, timeout=120, trust_env=False,

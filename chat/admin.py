@@ -23,7 +23,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from knowledge.admin_scope import KnowledgeScopedAdmin, KnowledgeScopedInline
+from knowledge.admin.scope import KnowledgeScopedAdmin, KnowledgeScopedInline
 from knowledge.locators import locator_label
 from retrieval.labels import cache_event_code, cache_event_label
 

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from knowledge.access import readable_knowledge_bases
-from knowledge.selectors import example_questions
+from knowledge.faqs.selectors import example_questions
 
 # Nothing but this origin: answers quote documents written by others, so even if markup got
 # through the renderer it could neither run nor fetch anything from elsewhere. Configuration

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from knowledge import services as knowledge_services
+from knowledge.faqs import services as faq_services
 from knowledge.models import KnowledgeBase
 
 from .contracts import Requester
@@ -132,7 +132,7 @@ def complete_turn(
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
     if faq_ids:
         ids = list(faq_ids)
-        transaction.on_commit(lambda: knowledge_services.record_faq_hits(faq_ids=ids))
+        transaction.on_commit(lambda: faq_services.record_faq_hits(faq_ids=ids))
     return message
 
 

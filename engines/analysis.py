@@ -26,6 +26,9 @@ from functools import lru_cache
 from engines.lexical import CJK_CHARS, IMPLIED_MEASURES, fold, segmenter
 
 ANALYSIS_VERSION = "terms-v1"
+# Knowledge bases created before the terms analysis: Milvus segments their text itself (jieba),
+# so no dictionary of ours reaches them.
+LEGACY_ANALYSIS = "jieba"
 
 # Milvus side: split at spaces; English stemming and stop words apply to Latin words only.
 MILVUS_ANALYZER_PARAMS = {

@@ -53,7 +53,7 @@ finally:
     if _milvus_uri_from_env is not None:
         os.environ["MILVUS_URI"] = _milvus_uri_from_env
 
-from engines.analysis import ANALYSIS_VERSION, MILVUS_ANALYZER_PARAMS, analysed_query, analysed_text, dictionary_of
+from engines.analysis import ANALYSIS_VERSION, LEGACY_ANALYSIS, MILVUS_ANALYZER_PARAMS, analysed_query, analysed_text, dictionary_of
 from engines.ports import (
     ChunkRecord,
     DocumentFilter,
@@ -75,7 +75,6 @@ __all__ = [
     "reset_vector_store_cache",
 ]
 
-LEGACY_ANALYSIS = "jieba"
 ANALYSES = (ANALYSIS_VERSION, LEGACY_ANALYSIS)
 ANALYZER_PARAMS: dict[str, dict[str, Any]] = {
     ANALYSIS_VERSION: MILVUS_ANALYZER_PARAMS,

@@ -20,10 +20,9 @@ from django.utils.translation import gettext_lazy
 
 from chat.contracts import ConfidenceLevel, HitType, Route
 from knowledge.access import Role, knowledge_bases_with_role
-from knowledge.admin_display import quiet_code
-from knowledge.admin_scope import KnowledgeScopedAdmin, KnowledgeScopedInline
+from knowledge.admin.display import quiet_code
+from knowledge.admin.scope import KnowledgeScopedAdmin, KnowledgeScopedInline
 from knowledge.forms import embedding_model_label, embedding_model_name
-from knowledge.models import KnowledgeBase
 from ragsite.errors import DomainError
 from retrieval.labels import mode_label, stage_label
 
@@ -32,6 +31,7 @@ from .forms import ImportEvalSetForm
 from .importers import read_native_file, read_shared_uploads
 from .models import EvalCase, EvalCaseResult, EvalRun, EvalSet, RunKind
 from .release import PURPOSE as RELEASE_CHECK_PURPOSE
+from .demo import DEMO_SOURCES
 from .selectors import compare_runs, numeric_metrics
 from .services import import_eval_set
 
@@ -90,9 +90,6 @@ CALL_KINDS = {
     "hyde": gettext_lazy("假设答案生成"),
     "rerank": gettext_lazy("重排"),
 }
-# The source `import_eval_set --demo` records for the demo's built-in questions; other sources
-# are the file or folder a set was imported from.
-DEMO_SOURCE = "knowledge.demo.questions"
 # How a question fared from run A to run B (`CaseRow.change` of a comparison).
 CASE_CHANGES = {
     "lost": gettext_lazy("B 丢失"), "gained": gettext_lazy("B 新找到"), "better": gettext_lazy("B 更靠前"),
@@ -151,7 +148,7 @@ def source_label(source: str) -> SafeString | str:
     """Where a set's questions came from, as `import_eval_set` records it."""
     if not source:
         return "—"
-    if source == DEMO_SOURCE:
+    if source in DEMO_SOURCES:
         return quiet_code(_("演示知识库内置评测集"), source)
     name = PurePath(source).name
     if PurePath(source).suffix.lower() in (".csv", ".jsonl", ".xlsx"):

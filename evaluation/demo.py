@@ -5,11 +5,15 @@ document answers."""
 
 from __future__ import annotations
 
-from knowledge.demo.questions import ASKED, ASKED_UNANSWERABLE, MORE_QUESTIONS, QUESTIONS, UNANSWERABLE
+from demo.questions import ASKED, ASKED_UNANSWERABLE, MORE_QUESTIONS, QUESTIONS, UNANSWERABLE
 
 from .importers import CaseDraft
 
 DEMO_SET = "demo"
+# What an imported set records as its source when it is the demo's own questions; sets imported
+# before the demo content left the knowledge app recorded its old module path.
+DEMO_SOURCE = "demo.questions"
+DEMO_SOURCES = frozenset({DEMO_SOURCE, "knowledge.demo.questions"})
 
 
 def demo_cases() -> list[CaseDraft]:

@@ -5,7 +5,7 @@ is published, next to the active version's run on the same set.
         run the default set on the draft's documents (RetrievalRequest.version_id), and on the
         active version's too when its last check is older than the set
     publish page / activation → ReleaseCheck.report(version): metric deltas in points, the
-        questions found before and lost now, and the reverse (knowledge.release_gate)
+        questions found before and lost now, and the reverse (knowledge.catalog.release_gate)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.db import transaction
 from django_tasks import task
 
 from knowledge.models import KnowledgeBase, KnowledgeBaseVersion, VersionStatus
-from knowledge.release_gate import MetricDelta, ReleaseReport
+from knowledge.catalog.release_gate import MetricDelta, ReleaseReport
 
 from .models import EvalRun, EvalSet, RunKind, RunStatus
 from .runner import evaluate_mode
@@ -74,7 +74,7 @@ def release_check_task(*, version_id: int) -> dict:
 
 
 class ReleaseCheck:
-    """`knowledge.release_gate.ReleaseGate` over the stored release-check runs."""
+    """`knowledge.catalog.release_gate.ReleaseGate` over the stored release-check runs."""
 
     def report(self, *, version: KnowledgeBaseVersion) -> ReleaseReport | None:
         kb = version.knowledge_base

@@ -11,8 +11,8 @@ from django.core.files.base import ContentFile
 from django.utils.translation import gettext as _
 
 from engines.tokens import count_tokens
-from knowledge import bulk
-from knowledge import services as knowledge_services
+from knowledge.documents import bulk
+from knowledge.documents import services as document_services
 from knowledge.models import Document, DocumentStatus, KnowledgeBase, KnowledgeBaseVersion
 from retrieval.contracts import RetrievalRequest
 from retrieval.factory import build_retrieval_service
@@ -50,7 +50,7 @@ def build_knowledge_base(*, kb: KnowledgeBase, dataset: Dataset) -> BuildReport:
     duplicates = 0
     for start in range(0, len(todo), UPLOAD_BATCH):
         batch = todo[start : start + UPLOAD_BATCH]
-        outcomes = knowledge_services.upload_documents(
+        outcomes = document_services.upload_documents(
             kb=kb,
             files=[
                 ContentFile(corpus_document_text(e.title, e.text).encode("utf-8"), name=f"{index + start}.txt")

@@ -25,7 +25,7 @@ from django.utils.translation import gettext as _
 
 from ragsite.errors import Forbidden, NotFound
 
-from .models import FAQ, Chunk, Document, DocumentAsset, KnowledgeBase, KnowledgeBaseVersion, Visibility
+from knowledge.models import FAQ, Chunk, Document, DocumentAsset, KnowledgeBase, KnowledgeBaseVersion, Visibility
 
 User = AbstractBaseUser | AnonymousUser
 

@@ -13,8 +13,8 @@ from django.db import transaction
 from engines.milvus_store import get_vector_store
 from engines.ports import VectorStoreError
 
-from .models import Document, DocumentAsset, KnowledgeBase
-from .previews import delete_document_previews
+from knowledge.models import Document, DocumentAsset, KnowledgeBase
+from knowledge.previews import delete_document_previews
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from .models import CacheNamespace, KnowledgeBase
+from knowledge.models import CacheNamespace, KnowledgeBase
 
 
 def scope_for_kb(kb_id: int) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
-from .eventstream import kb_channel, send
+from knowledge.eventstream import kb_channel, send
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from django_eventstream.channelmanager import DefaultChannelManager
 
 from ragsite.errors import DomainError
 
-from .access import Role, access_knowledge_base_by_pk
+from knowledge.access import Role, access_knowledge_base_by_pk
 
 logger = logging.getLogger(__name__)
 

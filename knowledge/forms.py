@@ -9,7 +9,7 @@ from engines.providers import embedding_choices
 from engines.providers.e5 import E5_EMBEDDING_MODEL
 from engines.providers.local import LOCAL_EMBEDDING_MODEL
 
-from .models import FAQ, KnowledgeBase
+from knowledge.models import FAQ, KnowledgeBase
 
 # What staff read about an embedding model: its name, and what choosing it means. A model the
 # deployment configures (a remote service) is named by its id.

@@ -20,7 +20,7 @@ from django.utils.translation import gettext_lazy as _
 
 from engines.analysis import parse_terms
 
-from .links import parse_link_hosts, validate_link_hosts
+from knowledge.links import parse_link_hosts, validate_link_hosts
 
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$",
@@ -315,7 +315,7 @@ class Document(models.Model):
 
 class DocumentTransition(models.Model):
     """One step of a document's timeline (queued, parsing, indexing, ready or failed), written
-    only by `knowledge.document_status` together with the status itself."""
+    only by `knowledge.documents.status` together with the status itself."""
 
     document = models.ForeignKey(
         Document, verbose_name=_("文档"), on_delete=models.CASCADE, related_name="transitions"

@@ -29,7 +29,7 @@ from PIL import Image, ImageDraw
 
 from ragsite.errors import DomainError, NotFound
 
-from .models import Chunk
+from knowledge.models import Chunk
 
 logger = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ earlier versions refer to (`knowledge.tasks.ingest_document`, …), so they keep
 
 from __future__ import annotations
 
-from .faq_index import index_faqs
-from .ingestion import ingest_document_task as ingest_document
-from .ingestion import ingest_documents_task as ingest_documents
-from .reanalysis import reanalyse_task as reanalyse_knowledge_base
+from knowledge.faqs.index import index_faqs
+from knowledge.documents.ingestion.tasks import ingest_document_task as ingest_document
+from knowledge.documents.ingestion.tasks import ingest_documents_task as ingest_documents
+from knowledge.documents.reanalysis import reanalyse_task as reanalyse_knowledge_base
 
 __all__ = ["index_faqs", "ingest_document", "ingest_documents", "reanalyse_knowledge_base"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engines.milvus_store import MilvusVectorStore, get_vector_store
 
-from .models import KnowledgeBase
+from knowledge.models import KnowledgeBase
 
 
 def store_for(kb: KnowledgeBase) -> MilvusVectorStore:

@@ -7,8 +7,8 @@ from django_eventstream.views import events
 
 from ragsite.errors import DomainError
 
-from .access import Role, access_knowledge_base_by_pk
-from .eventstream import RESUME_PARAMETER, ensure_relay
+from knowledge.access import Role, access_knowledge_base_by_pk
+from knowledge.eventstream import RESUME_PARAMETER, ensure_relay
 
 
 def kb_events(request: HttpRequest, kb_id: int) -> HttpResponse:

@@ -23,11 +23,7 @@ from knowledge.models import (
     KnowledgeBaseVersion,
 )
 from knowledge.previews import has_preview
-from knowledge.selectors import (
-    ready_documents_of_active_version,
-    ready_documents_of_active_versions,
-    ready_documents_of_version,
-)
+from knowledge.catalog.selectors import ready_documents_of_active_version, ready_documents_of_active_versions, ready_documents_of_version
 
 from .contracts import NO_ACTIVE_VERSION, AssetRef, FactsUnavailable
 

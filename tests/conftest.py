@@ -11,7 +11,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
-from knowledge import services
+from knowledge.catalog import readiness
+from knowledge.catalog import services as catalog_services
 from knowledge.models import (
     Document,
     DocumentStatus,
@@ -116,7 +117,7 @@ def member_api(member_user) -> APIClient:
 
 def make_kb(*, slug: str | None = None, visibility: str = Visibility.INTERNAL, groups=(), actor=None) -> KnowledgeBase:
     n = next(_counter)
-    return services.create_knowledge_base(
+    return catalog_services.create_knowledge_base(
         slug=slug or f"kb-{n}", name=f"知识库 {n}", visibility=visibility,
         allowed_groups=list(groups), actor=actor, support_contact="IT 服务台 8000",
     )
@@ -140,10 +141,10 @@ def make_document(kb: KnowledgeBase, *, status: str = DocumentStatus.READY, titl
 
 
 def make_ready_version(kb: KnowledgeBase, *, documents=None, actor=None) -> KnowledgeBaseVersion:
-    draft = services.create_draft_version(kb=kb, actor=actor)
+    draft = catalog_services.create_draft_version(kb=kb, actor=actor)
     for document in documents if documents is not None else [make_document(kb)]:
         draft.documents.add(document)
-    return services.mark_version_ready(version=draft)
+    return readiness.mark_version_ready(version=draft)
 
 
 @pytest.fixture
@@ -160,7 +161,7 @@ def kb_with_ready_version(kb) -> KnowledgeBase:
 @pytest.fixture
 def kb_with_active_version(kb, staff_user) -> KnowledgeBase:
     version = make_ready_version(kb)
-    services.activate_version(version=version, actor=staff_user, reason="首次发布")
+    catalog_services.activate_version(version=version, actor=staff_user, reason="首次发布")
     kb.refresh_from_db()
     return kb
 
@@ -169,9 +170,9 @@ def kb_with_active_version(kb, staff_user) -> KnowledgeBase:
 def kb_with_two_published_versions(kb, staff_user) -> KnowledgeBase:
     """v1 was active, v2 (v1's documents + one more) is active now."""
     first = make_ready_version(kb)
-    services.activate_version(version=first, actor=staff_user, reason="v1")
+    catalog_services.activate_version(version=first, actor=staff_user, reason="v1")
     second = make_ready_version(kb, documents=[*first.documents.all(), make_document(kb)])
-    services.activate_version(version=second, actor=staff_user, reason="v2")
+    catalog_services.activate_version(version=second, actor=staff_user, reason="v2")
     kb.refresh_from_db()
     return kb
 

@@ -38,11 +38,13 @@ from schemathesis.specs.openapi.checks import (
 
 from chat.contracts import ChatQuery, Requester
 from chat.pipeline.rag import RAGService
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
+from knowledge.faqs import services as faq_services
 from knowledge.models import Chunk, DocumentAsset, KnowledgeBaseVersion, Visibility
 from tests.chat.conftest import DOCUMENTS, FAQ_QUESTION, FAQS, GREETING, OFF_TOPIC_QUESTION, RAG_QUESTION
 from tests.conftest import make_kb
-from tests.knowledge.parsing.factories import PdfPicture, PdfText, build_pdf, encode, picture
+from tests.docparse.factories import PdfPicture, PdfText, build_pdf, encode, picture
 
 WARRANTY_PDF = build_pdf([[
     PdfText("产品保修说明", 72, 760, 20),
@@ -87,12 +89,12 @@ def site_with_data(milvus, run_tasks, media_root, staff_user, unthrottled) -> Si
     evidence; `path` holds real values for the schema's path parameters."""
     kb = make_kb(visibility=Visibility.PUBLIC, actor=staff_user)
     for faq in FAQS:
-        services.save_faq(kb=kb, actor=staff_user, **faq)
+        faq_services.save_faq(kb=kb, actor=staff_user, **faq)
     uploads = [SimpleUploadedFile(name, text.encode()) for name, text in DOCUMENTS.items()]
-    services.upload_documents(kb=kb, actor=staff_user, files=[*uploads, SimpleUploadedFile("保修说明.pdf", WARRANTY_PDF)])
+    document_services.upload_documents(kb=kb, actor=staff_user, files=[*uploads, SimpleUploadedFile("保修说明.pdf", WARRANTY_PDF)])
     version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
     assert version.status == "ready", [(d.title, d.status, d.error_code) for d in version.documents.all()]
-    services.activate_version(version=version, actor=staff_user, reason="fuzz")
+    catalog_services.activate_version(version=version, actor=staff_user, reason="fuzz")
     kb.refresh_from_db()
     answered = RAGService().answer(
         query=ChatQuery(knowledge_base_id=kb.slug, question=RAG_QUESTION), requester=Requester(user=staff_user)

@@ -16,7 +16,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.views import APIView
 
 from chat.views import chat_stream
-from knowledge import services
+from knowledge.faqs import services as faq_services
 from knowledge.models import Document
 
 UNSAFE = ("post", "put", "patch", "delete")
@@ -56,7 +56,7 @@ CALLS = unsafe_api_calls()
 def world(kb_with_active_version, staff_user):
     """Ids for every path parameter the API has; a new one must be added here."""
     kb = kb_with_active_version
-    faq = services.save_faq(kb=kb, actor=staff_user, question="年假有几天？", answer="15 天。")
+    faq = faq_services.save_faq(kb=kb, actor=staff_user, question="年假有几天？", answer="15 天。")
     return {
         "kb_id": kb.slug,
         "number": kb.active_version.number,

@@ -23,7 +23,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
 from engines.providers.e5 import E5_DIMENSION, E5_EMBEDDING_MODEL
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.models import Document, DocumentStatus, KnowledgeBase, Visibility
 from tests.chat.conftest import publish_draft
 from tests.fakes.aborting_e5 import ABORT_MARKER
@@ -86,14 +87,14 @@ def started(command: list[str], env: dict[str, str], log: Path):
 
 
 def e5_kb(*, slug: str) -> KnowledgeBase:
-    return services.create_knowledge_base(
+    return catalog_services.create_knowledge_base(
         slug=slug, name="引擎测试", actor=None, visibility=Visibility.PUBLIC, support_contact="IT 服务台 8000",
         embedding_model=E5_EMBEDDING_MODEL, embedding_dimension=E5_DIMENSION,
     )
 
 
 def upload(kb: KnowledgeBase, name: str, text: str) -> Document:
-    return services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, text.encode())], actor=None)[0].document
+    return document_services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, text.encode())], actor=None)[0].document
 
 
 def engine_deaths(log: Path) -> int:

@@ -3,6 +3,13 @@ goes back up.
 
     engines  ←  knowledge  ←  retrieval  ←  chat  ←  evaluation
 
+`docparse` (parsers and chunker) stands on the engines' Django-free modules (token counting, the
+sandbox) and `demo` (the demo's content) on nothing; neither imports Django. Inside `knowledge` the rooms build on each other the same way:
+
+    shared modules  ←  catalog  ←  faqs  ←  documents  ←  admin, api, views, commands
+
+and no module of it imports another that imports it back.
+
 `ragsite.errors`, `ragsite.openapi` (the error shape in the schema) and the abuse limits
 (`ragsite.throttles`, `ragsite.limits`, `ragsite.authentication`: Django and DRF only) and the
 connection helpers (`ragsite.db`, Django only) are shared ground;
@@ -23,12 +30,18 @@ GROUND = {"ragsite.errors", "ragsite.openapi", "ragsite.throttles", "ragsite.lim
           "ragsite.db", "ragsite.executors"}
 ABOVE_RETRIEVAL = {"chat", "evaluation"}
 ALLOWED = {
+    "docparse": {"engines"},
+    "demo": set(),
     "engines": set(),
-    "knowledge": {"engines"},
-    "retrieval": {"engines", "knowledge"},
-    "chat": {"engines", "knowledge", "retrieval"},
-    "evaluation": {"engines", "knowledge", "retrieval", "chat"},
+    "knowledge": {"engines", "docparse", "demo"},
+    "retrieval": {"engines", "knowledge", "docparse"},
+    "chat": {"engines", "knowledge", "retrieval", "docparse"},
+    "evaluation": {"engines", "knowledge", "retrieval", "chat", "docparse", "demo"},
 }
+# Rooms of knowledge, lowest first; a module at the top level of knowledge (models, access,
+# actors, events, epochs, vectors, cleanup, previews, …) is shared ground unless listed as top.
+ROOMS = ["catalog", "faqs", "documents"]
+TOP = {"admin", "api", "views", "forms", "management", "tasks", "apps", "urls", "eventstream_urls"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -63,6 +76,94 @@ def test_app_imports_only_the_layers_below_it(app):
     found = violations(app)
     # then: none reaches a layer above or beside it
     assert found == []
+
+
+@pytest.mark.parametrize("package", ["docparse", "demo"])
+def test_the_parsing_and_demo_packages_need_no_django(package):
+    # when: every import of the package is read, and of the engines modules it uses
+    frameworks = {"django", "rest_framework", "channels", "ragsite"}
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for module in imported_modules(path):
+            top = module.split(".")[0]
+            if top in frameworks or (top in ALLOWED and top != package and top not in ALLOWED[package]):
+                found.append(f"{path.relative_to(ROOT)} imports {module}")
+            elif top == "engines":
+                used = ROOT / (module.replace(".", "/") + ".py")
+                found += [f"{module} imports {m}" for m in imported_modules(used) if m.split(".")[0] in frameworks]
+    # then
+    assert found == []
+
+
+def knowledge_modules() -> dict[str, Path]:
+    modules = {}
+    for path in (ROOT / "knowledge").rglob("*.py"):
+        if "migrations" in path.parts:
+            continue
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def level(module: str) -> int:
+    """0: shared ground, 1…: the rooms in order, then the top."""
+    part = module.split(".")[1] if module.count(".") else ""
+    if part in ROOMS:
+        return 1 + ROOMS.index(part)
+    return len(ROOMS) + 1 if part in TOP or part.startswith("admin") else 0
+
+
+def knowledge_imports() -> dict[str, set[str]]:
+    modules = knowledge_modules()
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for module in imported_modules(path):
+            targets.update(m for m in (module, *(f"{module}.{n}" for n in imported_names(path, module))) if m in modules)
+        graph[name] = targets - {name}
+    return graph
+
+
+def imported_names(path: Path, module: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == module:
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_knowledge_rooms_import_only_the_rooms_below_them():
+    # when
+    graph = knowledge_imports()
+    # then: a room reaches the shared ground and the rooms before it, never one after it
+    upward = sorted(
+        f"{source} imports {target}" for source, targets in graph.items() for target in targets
+        if level(target) > level(source) or (level(target) == level(source) and level(source) > 0
+                                             and source.split(".")[1] != target.split(".")[1] and level(source) <= len(ROOMS))
+    )
+    assert upward == []
+
+
+def test_knowledge_has_no_import_cycle():
+    # given
+    graph = knowledge_imports()
+    # when: a depth-first walk looks for a module reached again while it is being walked
+    cycles, state = [], {}
+
+    def walk(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                cycles.append(path[path.index(target):] + [target] if target in path else [module, target])
+            elif target not in state:
+                walk(target, [*path, target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module, [module])
+    # then
+    assert cycles == []
 
 
 def test_the_checker_sees_function_level_imports(tmp_path):

@@ -37,7 +37,8 @@ from websockets.sync.client import connect
 
 from chat.models import Conversation, Message, QueryTrace
 from evaluation.models import EvalCase, EvalRun, EvalSet
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.faqs import services as faq_services
 from knowledge.access import Role
 from knowledge.models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, Visibility
 from tests.chat.conftest import csrf_pair, live_chat_server, post_stream, session_cookie_for, ws_url
@@ -86,17 +87,17 @@ def world(db, media_root) -> World:
     users["superuser"] = User.objects.create_user("root", password="pw-role-matrix", is_staff=True, is_superuser=True)
 
     kb = make_kb(slug="secret-kb", visibility=Visibility.RESTRICTED, groups=[members])
-    kb = services.update_knowledge_base(
+    kb = catalog_services.update_knowledge_base(
         kb=kb, actor=None, name=f"{SECRET} 知识库", editor_groups=[editors], publisher_groups=[publishers],
     )
     other = make_kb(slug="other-kb", visibility=Visibility.INTERNAL)
-    services.update_knowledge_base(kb=other, actor=None, editor_groups=[others])
+    catalog_services.update_knowledge_base(kb=other, actor=None, editor_groups=[others])
 
     published = make_document(kb, title=f"{SECRET} 手册")
     v1 = make_ready_version(kb, documents=[published])
-    activation = services.activate_version(version=v1, actor=None, reason="首次发布")
+    activation = catalog_services.activate_version(version=v1, actor=None, reason="首次发布")
     failed = make_document(kb, status=DocumentStatus.FAILED, title=f"{SECRET} 草稿文件")
-    v2 = services.create_draft_version(kb=kb, actor=None, notes=f"{SECRET} 草稿说明")
+    v2 = catalog_services.create_draft_version(kb=kb, actor=None, notes=f"{SECRET} 草稿说明")
     v2.documents.add(failed)
     chunk = Chunk.objects.create(
         document=published, knowledge_base=kb, ordinal=0, content=f"{SECRET} 的报销流程", token_count=8,
@@ -104,7 +105,7 @@ def world(db, media_root) -> World:
     asset = DocumentAsset(document=published, sha256="ab" * 32, caption=f"{SECRET} 图", width=4, height=4)
     asset.file.save("a.jpg", ContentFile(_png()), save=False)
     asset.save()
-    faq = services.save_faq(kb=kb, question=f"{SECRET} 怎么申请？", answer=f"{SECRET} 找 IT。", actor=None)
+    faq = faq_services.save_faq(kb=kb, question=f"{SECRET} 怎么申请？", answer=f"{SECRET} 找 IT。", actor=None)
     conversation = Conversation.objects.create(knowledge_base=kb, user=users["member"], title=f"{SECRET} 会话")
     message = Message.objects.create(conversation=conversation, role="assistant", content=f"{SECRET} 回答", status="complete")
     trace = QueryTrace.objects.create(

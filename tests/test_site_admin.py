@@ -71,12 +71,12 @@ def test_the_permission_picker_leaves_out_the_product_internal_event_log(admin_c
 def test_a_task_is_listed_by_what_it_does_and_to_what(admin_client_logged_in):
     # given: an ingestion batch and an FAQ indexing job, as the worker left them
     ingest = DBTaskResult.objects.create(
-        task_path="knowledge.ingestion.ingest_documents_task", args_kwargs={"args": [], "kwargs": {"document_ids": [7, 9]}},
+        task_path="knowledge.documents.ingestion.runner.ingest_documents_task", args_kwargs={"args": [], "kwargs": {"document_ids": [7, 9]}},
         queue_name="ingestion", backend_name="default", run_after=get_date_max(), status="SUCCESSFUL",
         return_value={"documents": [{"document_id": 7, "status": "ready"}]}, worker_ids=["worker-a"],
     )
     DBTaskResult.objects.create(
-        task_path="knowledge.faq_index.index_faqs", args_kwargs={"args": [], "kwargs": {"kb_id": 1, "faq_ids": [3]}},
+        task_path="knowledge.faqs.index.index_faqs", args_kwargs={"args": [], "kwargs": {"kb_id": 1, "faq_ids": [3]}},
         queue_name="ingestion", backend_name="default", run_after=get_date_max(),
     )
 
@@ -110,7 +110,7 @@ def test_each_task_starts_with_an_empty_debug_query_log(settings, run_tasks):
     from django.db import connection
 
     from knowledge.models import KnowledgeBase
-    from knowledge.reanalysis import reanalyse_task
+    from knowledge.documents.reanalysis import reanalyse_task
 
     settings.DEBUG = True
     for _ in range(20):

@@ -32,7 +32,7 @@ from engines.ports import AsyncChatStream, ChatMessage, ChatModel, ProviderError
 from engines.providers import get_chat_model
 from knowledge.access import access_knowledge_base, access_knowledge_bases
 from knowledge.models import KnowledgeBase
-from knowledge.selectors import chunk_contents
+from knowledge.documents.selectors import chunk_contents
 from ragsite.db import release_connection
 from ragsite.errors import DomainError
 from retrieval.contracts import RetrievalCancelled, RetrievalError, RetrievalRequest

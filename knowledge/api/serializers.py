@@ -7,8 +7,8 @@ from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from ..access import Role, role_in
-from ..models import (
+from knowledge.access import Role, role_in
+from knowledge.models import (
     FAQ,
     Document,
     KnowledgeBase,

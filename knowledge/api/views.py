@@ -17,8 +17,11 @@ from django.utils.translation import gettext as _
 from ragsite.errors import Forbidden, ValidationFailed
 from ragsite.openapi import error_responses
 
-from .. import services
-from ..access import (
+from knowledge.catalog import readiness
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
+from knowledge.faqs import services as faq_services
+from knowledge.access import (
     access_document,
     access_faq,
     access_knowledge_base,
@@ -32,7 +35,7 @@ from ..access import (
     readable_versions,
     role_in,
 )
-from ..models import DocumentStatus
+from knowledge.models import DocumentStatus
 from .serializers import (
     ActivateInput,
     ActivationOutput,
@@ -93,7 +96,7 @@ class KnowledgeBaseListView(_ListView):
         if not can_create_knowledge_base(request.user):
             raise Forbidden(_("你没有创建知识库的权限。"), code="create_knowledge_base_denied")
         data = _validated(KnowledgeBaseCreateInput, request.data)
-        kb = services.create_knowledge_base(
+        kb = catalog_services.create_knowledge_base(
             slug=data["id"], name=data["name"], description=data["description"],
             visibility=data["visibility"], allowed_groups=data["allowed_groups"],
             editor_groups=data["editor_groups"], publisher_groups=data["publisher_groups"],
@@ -119,7 +122,7 @@ class KnowledgeBaseDetailView(APIView):
         needs = Role.PUBLISHER if PUBLISHER_SETTINGS & named else Role.EDITOR
         kb = access_knowledge_base(user=request.user, kb_id=kb_id, role=needs)
         data = _validated(KnowledgeBaseUpdateInput, request.data)
-        kb = services.update_knowledge_base(kb=kb, actor=request.user, **data)
+        kb = catalog_services.update_knowledge_base(kb=kb, actor=request.user, **data)
         return Response(KnowledgeBaseOutput(kb, context={"user": request.user}).data)
 
 
@@ -134,7 +137,7 @@ class VersionListView(_ListView):
     def post(self, request: Request, kb_id: str) -> Response:
         kb = access_knowledge_base(user=request.user, kb_id=kb_id, role=Role.EDITOR)
         data = _validated(VersionCreateInput, request.data)
-        version = services.create_draft_version(kb=kb, actor=request.user, **data)
+        version = catalog_services.create_draft_version(kb=kb, actor=request.user, **data)
         return Response(VersionDetailOutput(version, context=_seen_by(request, kb)).data, status=status.HTTP_201_CREATED)
 
 
@@ -150,7 +153,7 @@ class VersionActivateView(APIView):
     def post(self, request: Request, kb_id: str, number: int) -> Response:
         version = access_version(user=request.user, kb_id=kb_id, number=number, role=Role.PUBLISHER)
         data = _validated(ActivateInput, request.data)
-        activation = services.activate_version(
+        activation = catalog_services.activate_version(
             version=version, actor=request.user, reason=data["reason"],
             override_release_check=data["override_release_check"],
         )
@@ -162,7 +165,7 @@ class VersionRollbackView(APIView):
     def post(self, request: Request, kb_id: str, number: int) -> Response:
         version = access_version(user=request.user, kb_id=kb_id, number=number, role=Role.PUBLISHER)
         data = _validated(SwitchInput, request.data)
-        activation = services.rollback_version(
+        activation = catalog_services.rollback_version(
             kb=version.knowledge_base, to_version=version, actor=request.user, reason=data["reason"]
         )
         return Response(ActivationOutput(activation).data)
@@ -172,7 +175,7 @@ class VersionMarkReadyView(APIView):
     @extend_schema(request=None, responses={200: VersionOutput, **error_responses(409)})
     def post(self, request: Request, kb_id: str, number: int) -> Response:
         version = access_version(user=request.user, kb_id=kb_id, number=number, role=Role.EDITOR)
-        version = services.mark_version_ready(version=version)
+        version = readiness.mark_version_ready(version=version)
         return Response(VersionOutput(version, context=_seen_by(request, version.knowledge_base)).data)
 
 
@@ -181,7 +184,7 @@ class VersionRetireView(APIView):
     def post(self, request: Request, kb_id: str, number: int) -> Response:
         # Retiring purges the documents no retained version holds: the publisher's call.
         version = access_version(user=request.user, kb_id=kb_id, number=number, role=Role.PUBLISHER)
-        version = services.retire_version(version=version, actor=request.user)
+        version = catalog_services.retire_version(version=version, actor=request.user)
         return Response(VersionOutput(version, context=_seen_by(request, version.knowledge_base)).data)
 
 
@@ -191,7 +194,7 @@ class KnowledgeBaseReanalyseView(APIView):
     @extend_schema(request=None, responses={202: KnowledgeBaseOutput, **error_responses(409)})
     def post(self, request: Request, kb_id: str) -> Response:
         kb = access_knowledge_base(user=request.user, kb_id=kb_id, role=Role.EDITOR)
-        services.schedule_reanalysis(kb=kb, actor=request.user)
+        document_services.schedule_reanalysis(kb=kb, actor=request.user)
         return Response(KnowledgeBaseOutput(kb, context={"user": request.user}).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -232,7 +235,7 @@ class DocumentListView(_ListView):
             DocumentUploadInput,
             {"files": files, "source_tag": request.data.get("source_tag", "")},
         )
-        outcomes = services.upload_documents(
+        outcomes = document_services.upload_documents(
             kb=kb, files=data["files"], source_tag=data["source_tag"], actor=request.user
         )
         return Response(UploadOutcomeOutput(outcomes, many=True, context=_seen_by(request, kb)).data, status=status.HTTP_201_CREATED)
@@ -247,7 +250,7 @@ class DocumentDetailView(APIView):
     @extend_schema(responses={200: DocumentDeletionOutput})
     def delete(self, request: Request, kb_id: str, document_id: int) -> Response:
         document = access_document(user=request.user, kb_id=kb_id, document_id=document_id, role=Role.EDITOR)
-        outcome = services.delete_document(document=document, actor=request.user)
+        outcome = catalog_services.delete_document(document=document, actor=request.user)
         return Response(
             {
                 "removed_from_draft": outcome.removed_from_draft,
@@ -261,7 +264,7 @@ class DocumentRetryView(APIView):
     @extend_schema(request=None, responses={200: DocumentOutput, **error_responses(409)})
     def post(self, request: Request, kb_id: str, document_id: int) -> Response:
         document = access_document(user=request.user, kb_id=kb_id, document_id=document_id, role=Role.EDITOR)
-        document = services.retry_document(document=document, actor=request.user)
+        document = document_services.retry_document(document=document, actor=request.user)
         return Response(DocumentOutput(document, context=_seen_by(request, document.knowledge_base)).data)
 
 
@@ -276,7 +279,7 @@ class FAQListView(_ListView):
     def post(self, request: Request, kb_id: str) -> Response:
         kb = access_knowledge_base(user=request.user, kb_id=kb_id, role=Role.EDITOR)
         data = _validated(FAQInput, request.data)
-        faq = services.save_faq(kb=kb, actor=request.user, **data)
+        faq = faq_services.save_faq(kb=kb, actor=request.user, **data)
         return Response(FAQOutput(faq, context=_seen_by(request, kb)).data, status=status.HTTP_201_CREATED)
 
 
@@ -290,7 +293,7 @@ class FAQDetailView(APIView):
     def put(self, request: Request, kb_id: str, faq_id: int) -> Response:
         faq = access_faq(user=request.user, kb_id=kb_id, faq_id=faq_id, role=Role.EDITOR)
         data = _validated(FAQInput, request.data)
-        faq = services.save_faq(kb=faq.knowledge_base, faq=faq, actor=request.user, **data)
+        faq = faq_services.save_faq(kb=faq.knowledge_base, faq=faq, actor=request.user, **data)
         return Response(FAQOutput(faq, context=_seen_by(request, faq.knowledge_base)).data)
 
     @extend_schema(request=FAQInput, responses={200: FAQOutput, **error_responses(409)})
@@ -302,13 +305,13 @@ class FAQDetailView(APIView):
             "answer": faq.answer, "source_tag": faq.source_tag, "enabled": faq.enabled,
         }
         data = {**current, **changes}
-        faq = services.save_faq(kb=faq.knowledge_base, faq=faq, actor=request.user, **data)
+        faq = faq_services.save_faq(kb=faq.knowledge_base, faq=faq, actor=request.user, **data)
         return Response(FAQOutput(faq, context=_seen_by(request, faq.knowledge_base)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, kb_id: str, faq_id: int) -> Response:
         faq = access_faq(user=request.user, kb_id=kb_id, faq_id=faq_id, role=Role.EDITOR)
-        services.delete_faq(faq=faq, actor=request.user)
+        faq_services.delete_faq(faq=faq, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -318,5 +321,5 @@ class CacheInvalidateView(APIView):
         # A serializer, not request.data.get: a body that is a JSON array or string is a 400 too.
         kb_id = _validated(CacheInvalidateInput, request.data)["knowledge_base_id"]
         kb = access_knowledge_base(user=request.user, kb_id=kb_id, role=Role.EDITOR)
-        epoch = services.invalidate_cache(kb=kb, actor=request.user)
+        epoch = catalog_services.invalidate_cache(kb=kb, actor=request.user)
         return Response({"knowledge_base_id": kb.slug, "cache_epoch": epoch})

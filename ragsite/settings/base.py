@@ -378,7 +378,7 @@ RAG_MAX_SHEET_ROWS = env.int("RAG_MAX_SHEET_ROWS", default=200_000)
 RAG_PARSE_MAX_MEMBER_BYTES = env.int("RAG_PARSE_MAX_MEMBER_BYTES", default=100 * 1024 * 1024)
 RAG_OCR_ENABLED = env.bool("RAG_OCR_ENABLED", default=True)
 RAG_OCR_SECONDS_PER_PAGE = env.float("RAG_OCR_SECONDS_PER_PAGE", default=20.0)
-# Parsing runs in a child process (knowledge/parsing/isolated.py); one document's parse, OCR
+# Parsing runs in a child process (docparse/isolated.py); one document's parse, OCR
 # included, may take this long before the child is killed and the document retried later.
 RAG_PARSE_TIMEOUT_SECONDS = env.float("RAG_PARSE_TIMEOUT_SECONDS", default=1800.0)
 RAG_MAX_OCR_IMAGES_PER_DOCUMENT = env.int("RAG_MAX_OCR_IMAGES_PER_DOCUMENT", default=20)
@@ -400,7 +400,7 @@ RAG_INGESTION_BATCH_BYTES = env.int("RAG_INGESTION_BATCH_BYTES", default=2 * 102
 # Processes `manage.py ingest --wait` works the queue with (itself included); 0: one per core, at
 # most 4, and 1 with an embedded Milvus Lite file or a local neural embedder (it uses every core).
 RAG_INGEST_WORKERS = env.int("RAG_INGEST_WORKERS", default=0)
-# What publishing asks before a draft goes live (knowledge.release_gate); "" turns the check off.
+# What publishing asks before a draft goes live (knowledge.catalog.release_gate); "" turns the check off.
 RAG_RELEASE_GATE = env("RAG_RELEASE_GATE", default="evaluation.release.ReleaseCheck")
 # The release check's retrieval configuration and the k of its hit / recall metrics.
 RAG_RELEASE_CHECK_MODE = env("RAG_RELEASE_CHECK_MODE", default="hybrid")

@@ -6,7 +6,7 @@
   const root = document.getElementById("rag-live");
   if (!root || !window.EventSource) return;
   const state = document.getElementById("rag-live-state");
-  // As the server renders them (knowledge/admin.py STATUS_COLOURS).
+  // As the server renders them (knowledge/admin/common.py STATUS_COLOURS).
   const colours = { ready: "#0e7490", failed: "#b91c1c", queued: "#6b7280", parsing: "#1d4ed8", indexing: "#1d4ed8" };
   const ids = (root.dataset.kbIds || "").split(",").filter(Boolean);
   let open = 0;

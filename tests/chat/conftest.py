@@ -31,7 +31,10 @@ from django.conf import settings as django_settings
 from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from knowledge import epochs, services
+from knowledge import epochs
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
+from knowledge.faqs import services as faq_services
 from knowledge.models import DocumentStatus, KnowledgeBase, KnowledgeBaseVersion, Visibility
 from tests.conftest import make_kb
 from tests.fakes.provider_server import FakeProviderServer
@@ -109,9 +112,9 @@ def publish_kb(
     """
     kb = make_kb(slug=slug, visibility=visibility, groups=groups, actor=actor)
     for faq in FAQS if faqs is None else faqs:
-        services.save_faq(kb=kb, actor=actor, **faq)
+        faq_services.save_faq(kb=kb, actor=actor, **faq)
     uploads = [SimpleUploadedFile(name, text.encode()) for name, text in (documents or DOCUMENTS).items()]
-    services.upload_documents(kb=kb, actor=actor, files=uploads)
+    document_services.upload_documents(kb=kb, actor=actor, files=uploads)
     return publish_draft(kb, actor=actor)
 
 
@@ -121,7 +124,7 @@ def publish_draft(kb: KnowledgeBase, *, actor) -> KnowledgeBase:
     version = KnowledgeBaseVersion.objects.filter(knowledge_base=kb).order_by("-number").first()
     assert version.status == "ready", [(d.title, d.status, d.error_code) for d in version.documents.all()]
     assert all(d.status == DocumentStatus.READY for d in version.documents.all())
-    services.activate_version(version=version, actor=actor, reason="测试发布")
+    catalog_services.activate_version(version=version, actor=actor, reason="测试发布")
     kb.refresh_from_db()
     cache.clear()
     epochs.l1_epochs.clear()

@@ -25,7 +25,7 @@ from chat.pipeline.confidence import (
     combine_answer_confidence,
 )
 from chat.pipeline.rag import RAGService
-from knowledge import services as knowledge_services
+from knowledge.faqs import services as faq_services
 from knowledge.models import FAQ
 from tests.chat.conftest import FAQ_QUESTION, GREETING, OFF_TOPIC_QUESTION, RAG_ANSWER_FACT, RAG_QUESTION
 from tests.conftest import make_kb
@@ -581,11 +581,11 @@ def test_staff_can_delete_a_conversation_and_its_trace_stays(staff_client, kb):
 def test_faq_list_shows_most_used_first_and_sorts_and_filters_by_hit_count(staff_client, kb, staff_user):
     # given
     faqs = {
-        hits: knowledge_services.save_faq(kb=kb, question=f"问题{hits}", answer="答案", actor=staff_user)
+        hits: faq_services.save_faq(kb=kb, question=f"问题{hits}", answer="答案", actor=staff_user)
         for hits in (0, 5, 2)
     }
     for hits, faq in faqs.items():
-        knowledge_services.record_faq_hits(faq_ids=[faq.pk] * hits)
+        faq_services.record_faq_hits(faq_ids=[faq.pk] * hits)
     url = reverse("admin:knowledge_faq_changelist")
     cl = staff_client.get(url).context["cl"]
     column = cl.list_display.index("hit_count")  # the changelist's own column numbering

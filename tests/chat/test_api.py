@@ -11,7 +11,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from chat.models import Conversation, QueryTrace, TraceStatus
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.models import Document, KnowledgeBaseVersion, Visibility
 from tests.chat.conftest import (
     FAQ_QUESTION,
@@ -202,17 +203,17 @@ def test_reload_restores_the_citations_of_the_time_without_retrieving(milvus, ru
                                                                       member_api):
     # given: v1 had the IT guide, v2 added the product manual, and the answer cited the manual
     kb = publish_kb(actor=staff_user, documents={"IT 服务台指南.md": IT_GUIDE})
-    services.upload_documents(kb=kb, actor=staff_user, files=[SimpleUploadedFile("产品手册.md", PRODUCTS.encode())])
+    document_services.upload_documents(kb=kb, actor=staff_user, files=[SimpleUploadedFile("产品手册.md", PRODUCTS.encode())])
     v2 = KnowledgeBaseVersion.objects.get(knowledge_base=kb, number=2)
     assert v2.status == "ready"
-    services.activate_version(version=v2, actor=staff_user)
+    catalog_services.activate_version(version=v2, actor=staff_user)
     manual = Document.objects.get(knowledge_base=kb, title="产品手册")
     turn = ask(member_api, kb, RAG_QUESTION).json()
     assert turn["hit_type"] == "rag"
     assert {c["document_id"] for c in turn["citations"] if c["cited"]} == {manual.pk}
 
     # when: the version is rolled back, so retrieval can no longer find the manual
-    services.rollback_version(kb=kb, actor=staff_user, reason="撤回产品手册")
+    catalog_services.rollback_version(kb=kb, actor=staff_user, reason="撤回产品手册")
     search = member_api.post(
         "/api/retrieval/search", {"knowledge_base_id": kb.slug, "question": RAG_QUESTION, "top_k": 10}, format="json"
     )

@@ -41,7 +41,9 @@ from chat.models import ChatEvidence, Message, MessageRole, QueryTrace
 from chat.pipeline.context import system_prompt
 from chat.pipeline.generation import AnswerFilter, filtered_stream
 from chat.pipeline.rag import RAGService
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
+from knowledge.faqs import services as faq_services
 from knowledge.models import KnowledgeBase, Visibility
 from tests.chat.conftest import (
     live_chat_server,
@@ -161,7 +163,7 @@ def obeying_answer() -> Answer:
 
 def publish(kb: KnowledgeBase, files, actor) -> KnowledgeBase:
     """Upload through the real validation, parsers, chunker and index, then publish the draft."""
-    services.upload_documents(
+    document_services.upload_documents(
         kb=kb, actor=actor, files=[SimpleUploadedFile(name, data) for name, data, _title in files],
         titles=[title for *_rest, title in files],
     )
@@ -172,9 +174,9 @@ def publish(kb: KnowledgeBase, files, actor) -> KnowledgeBase:
 def hostile_kb(milvus, run_tasks, media_root, staff_user) -> KnowledgeBase:
     """Public; its documents and FAQ carry every payload above."""
     kb = make_kb(visibility=Visibility.PUBLIC, actor=staff_user)
-    services.update_knowledge_base(kb=kb, actor=staff_user, link_allowed_hosts=[LINK_HOST])
+    catalog_services.update_knowledge_base(kb=kb, actor=staff_user, link_allowed_hosts=[LINK_HOST])
     for faq in HOSTILE_FAQS:
-        services.save_faq(kb=kb, actor=staff_user, **faq)
+        faq_services.save_faq(kb=kb, actor=staff_user, **faq)
     return publish(kb, HOSTILE_FILES, staff_user)
 
 
@@ -397,7 +399,7 @@ def test_system_prompt_is_byte_identical_with_and_without_hostile_documents(
     benign = streamed_chat_requests(openai_provider)[-1].body["messages"]
     # when: the hostile documents and FAQ join it and a question is answered from them
     for faq in HOSTILE_FAQS:
-        services.save_faq(kb=kb, actor=staff_user, **faq)
+        faq_services.save_faq(kb=kb, actor=staff_user, **faq)
     publish(kb, HOSTILE_FILES, staff_user)
     RAGService().answer(query=ChatQuery(knowledge_base_id=kb.slug, question=RAG_QUESTION), requester=requester)
     hostile = streamed_chat_requests(openai_provider)[-1].body["messages"]

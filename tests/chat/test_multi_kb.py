@@ -10,7 +10,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat.models import Conversation, Message, QueryTrace
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.models import KnowledgeBaseVersion, Visibility
 from tests.chat.conftest import (
     HANDBOOK,
@@ -100,14 +101,14 @@ def test_a_hidden_knowledge_base_fails_the_question_exactly_like_a_missing_one(
 
 def test_each_knowledge_base_answers_from_its_own_active_version_and_epoch(hr_kb, products_kb, member_api, staff_user):
     # given: the product manual has a draft that adds 星河X9, not yet published
-    services.upload_documents(kb=products_kb, actor=staff_user,
+    document_services.upload_documents(kb=products_kb, actor=staff_user,
                               files=[SimpleUploadedFile("星河X9.md", DRAFT_ONLY.encode())])
     draft = KnowledgeBaseVersion.objects.filter(knowledge_base=products_kb).order_by("-number").first()
     assert draft.status == "ready"
 
     # when: asked over both before publishing (the combined answer is cached), then after
     before = ask(member_api, DRAFT_QUESTION, hr_kb.slug, products_kb.slug).json()
-    services.activate_version(version=draft, actor=staff_user, reason="发布 X9")
+    catalog_services.activate_version(version=draft, actor=staff_user, reason="发布 X9")
     after = ask(member_api, DRAFT_QUESTION, hr_kb.slug, products_kb.slug).json()
 
     # then: the draft never answered; its publication moved the product manual's epoch, so the

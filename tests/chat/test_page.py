@@ -12,7 +12,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from chat.page import CATALOG, CONTENT_SECURITY_POLICY
-from knowledge import services
+from knowledge.faqs import services as faq_services
 from knowledge.models import FAQ, Visibility
 from tests.conftest import make_kb
 
@@ -98,11 +98,11 @@ def test_each_knowledge_base_offers_its_most_asked_enabled_faq_questions(client,
     # given: two public bases; the first has five FAQs with hit counts and one disabled FAQ
     first, second = make_kb(visibility=Visibility.PUBLIC), make_kb(visibility=Visibility.PUBLIC)
     for number, hits in enumerate([3, 9, 0, 5, 1]):
-        faq = services.save_faq(kb=first, question=f"问题{number}？", answer="答案。", actor=staff_user)
+        faq = faq_services.save_faq(kb=first, question=f"问题{number}？", answer="答案。", actor=staff_user)
         FAQ.objects.filter(pk=faq.pk).update(hit_count=hits)
-    hidden = services.save_faq(kb=first, question="停用的问题？", answer="答案。", actor=staff_user)
+    hidden = faq_services.save_faq(kb=first, question="停用的问题？", answer="答案。", actor=staff_user)
     FAQ.objects.filter(pk=hidden.pk).update(enabled=False, hit_count=100)
-    services.save_faq(kb=second, question="第二个库的问题？", answer="答案。", actor=staff_user)
+    faq_services.save_faq(kb=second, question="第二个库的问题？", answer="答案。", actor=staff_user)
     # when
     offered = {kb["id"]: kb["examples"] for kb in data_block(client.get("/"), "chat-config")["knowledge_bases"]}
     # then: the four most asked enabled questions, most asked first, each base its own

@@ -16,7 +16,7 @@ from django.db import IntegrityError, connection, transaction
 from chat import services
 from chat.contracts import Requester
 from chat.models import ChatEvidence, Conversation, Message, QueryTrace
-from knowledge import services as knowledge_services
+from knowledge.faqs import services as faq_services
 from knowledge.models import FAQ
 from tests.conftest import make_kb
 
@@ -80,7 +80,7 @@ def test_answer_evidence_and_trace_commit_together_or_not_at_all(started_turn, m
 
 
 def test_faq_hit_counts_move_only_when_the_answer_commits(started_turn, member_user, staff_user, run_tasks, milvus):
-    faq = knowledge_services.save_faq(kb=started_turn.knowledge_base, question="年假有多少天？", answer="7 天",
+    faq = faq_services.save_faq(kb=started_turn.knowledge_base, question="年假有多少天？", answer="7 天",
                                       actor=staff_user)
     # when: the answer is rolled back by an outer transaction
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -98,9 +98,9 @@ def test_faq_hit_counts_move_only_when_the_answer_commits(started_turn, member_u
 
 def test_concurrent_faq_hits_are_all_counted(db, staff_user, run_tasks, milvus):
     kb = make_kb()
-    faq = knowledge_services.save_faq(kb=kb, question="婚假有几天？", answer="10 天", actor=staff_user)
+    faq = faq_services.save_faq(kb=kb, question="婚假有几天？", answer="10 天", actor=staff_user)
     # when: eight answers by the same FAQ commit at once
-    results = in_threads(8, lambda _: knowledge_services.record_faq_hits(faq_ids=[faq.pk]))
+    results = in_threads(8, lambda _: faq_services.record_faq_hits(faq_ids=[faq.pk]))
     # then
     assert results == [1] * 8
     assert FAQ.objects.get(pk=faq.pk).hit_count == 8

@@ -6,8 +6,8 @@ import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from knowledge import services
-from knowledge.bulk import process_queue_until_done
+from knowledge.documents import services as document_services
+from knowledge.documents.bulk import process_queue_until_done
 from knowledge.models import DocumentStatus
 from tests.conftest import make_kb
 from tests.live import daphne_server, session_cookie_for
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 def test_document_status_cells_follow_ingestion_live(chromium, staff_user, milvus, database_tasks, media_root):
     # given: a queued document and a staff member watching the admin list
     kb = make_kb()
-    document = services.upload_documents(
+    document = document_services.upload_documents(
         kb=kb, actor=staff_user, files=[SimpleUploadedFile("年假制度.md", "# 年假\n\n每年 15 天带薪年假。".encode())]
     )[0].document
     assert document.status == DocumentStatus.QUEUED

@@ -28,7 +28,8 @@ from rest_framework.test import APIClient
 
 from evaluation.models import EvalRun
 
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.faqs import services as faq_services
 from knowledge.models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase
 from tests.conftest import make_document
 from tests.evaluation.test_evaluate_retrieval import CORPUS, QUERIES, write_dataset
@@ -90,9 +91,9 @@ def staffed_world(tmp_path, milvus, run_tasks, media_root, django_user_model):
     call_command("evaluate_retrieval", "--dataset", str(write_dataset(tmp_path)), "--kb", "pages", "--build",
                  "--mode", "sparse", stdout=io.StringIO())
     call_command("evaluate_retrieval", "--dataset", str(tmp_path), "--kb", "pages", "--mode", "hybrid", stdout=io.StringIO())
-    kb = services.update_knowledge_base(kb=KnowledgeBase.objects.get(slug="pages"), actor=superuser, name=KB_NAME)
+    kb = catalog_services.update_knowledge_base(kb=KnowledgeBase.objects.get(slug="pages"), actor=superuser, name=KB_NAME)
     for faq in FAQS:
-        services.save_faq(kb=kb, actor=superuser, **faq)
+        faq_services.save_faq(kb=kb, actor=superuser, **faq)
     api = APIClient()
     api.force_authenticate(superuser)
     for question in QUESTIONS:
@@ -104,7 +105,7 @@ def staffed_world(tmp_path, milvus, run_tasks, media_root, django_user_model):
     asset = DocumentAsset(document=document, sha256=hashlib.sha256(_jpeg()).hexdigest(), caption="打印机后盖示意图", width=8, height=8)
     asset.file.save("a.jpg", ContentFile(_jpeg()), save=False)
     asset.save()
-    services.create_draft_version(kb=kb, actor=superuser, notes="下季度制度更新")
+    catalog_services.create_draft_version(kb=kb, actor=superuser, notes="下季度制度更新")
     group = Group.objects.create(name="人事部")
     superuser.groups.add(group)
     Token.objects.create(user=superuser)

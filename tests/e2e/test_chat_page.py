@@ -27,7 +27,9 @@ from django.test import override_settings
 from playwright.sync_api import expect
 
 from chat.models import Message, MessageRole, MessageStatus, QueryTrace, TraceStatus
-from knowledge import bulk, services
+from knowledge.documents import bulk
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.models import DocumentAsset, KnowledgeBase, Visibility
 from tests.chat.conftest import live_chat_server
 from tests.fakes.provider_server import Answer, FakeProviderServer
@@ -134,11 +136,11 @@ def built_state(site, transactional_db) -> None:
 
 
 def _publish_injected_kb() -> None:
-    kb = services.create_knowledge_base(
+    kb = catalog_services.create_knowledge_base(
         slug=INJECTED_SLUG, name="注入测试知识库", visibility=Visibility.PUBLIC, actor=None,
         support_contact="IT 服务台 8000",
     )
-    outcome = services.upload_documents(
+    outcome = document_services.upload_documents(
         kb=kb, actor=None, files=[SimpleUploadedFile("访客登记制度.md", INJECTED_DOCUMENT.encode())]
     )[0]
     bulk.process_queue_until_done([outcome.document.pk], timeout=120)
@@ -484,7 +486,7 @@ def test_an_error_before_the_answer_shows_inline_and_the_question_can_be_sent_ag
     page = watched.page
     # given: the knowledge base stops being public while the page is open
     kb = KnowledgeBase.objects.get(slug=INJECTED_SLUG)
-    services.update_knowledge_base(kb=kb, actor=None, visibility=Visibility.INTERNAL)
+    catalog_services.update_knowledge_base(kb=kb, actor=None, visibility=Visibility.INTERNAL)
     # when
     answer = send(watched, "访客登记处在哪里？")
     # then: the API's message, under the question; the question is back in the box
@@ -493,7 +495,7 @@ def test_an_error_before_the_answer_shows_inline_and_the_question_can_be_sent_ag
     expect(page.locator("#send")).to_be_enabled(timeout=TIMEOUT_MS)
     expect(page.locator("#stop")).to_be_hidden(timeout=TIMEOUT_MS)
     # and: once it is public again, the same question gets its answer
-    services.update_knowledge_base(kb=kb, actor=None, visibility=Visibility.PUBLIC)
+    catalog_services.update_knowledge_base(kb=kb, actor=None, visibility=Visibility.PUBLIC)
     page.click("#send")
     page.locator("li.msg.assistant").nth(1).locator(".confidence-badge").wait_for()
     assert "访客登记处位于 A 座一楼大厅" in page.locator("li.msg.assistant").nth(1).locator(".answer").inner_text()

@@ -10,7 +10,7 @@ from evaluation.admin import run_label_words, source_label
 from evaluation.importers import CaseDraft
 from evaluation.models import EvalCase, EvalSet
 from evaluation.services import CaseOutcome, finish_run, import_eval_set, start_run
-from knowledge import services
+from knowledge.catalog import services as catalog_services
 from knowledge.models import Visibility
 from tests.conftest import make_kb
 
@@ -192,7 +192,7 @@ def test_the_shared_layout_is_imported_from_the_admin_as_its_two_files(admin_cli
 def test_a_name_taken_in_another_knowledge_base_is_imported_as_a_free_one(client, engineers_group, engineer_user):
     # given: an editor of one knowledge base, and a set of the name they want in a knowledge base
     # they cannot see
-    mine = services.update_knowledge_base(kb=make_kb(), actor=None, editor_groups=[engineers_group])
+    mine = catalog_services.update_knowledge_base(kb=make_kb(), actor=None, editor_groups=[engineers_group])
     theirs = make_kb(visibility=Visibility.RESTRICTED)
     foreign = import_eval_set(name="回归集", knowledge_base=theirs, cases=[
         CaseDraft(key="S1", question="机密问题？", expected_documents=("机密文件",), expected_chunks=(), answers=(), answerable=True),
@@ -242,7 +242,7 @@ def test_a_run_page_names_its_parameters_metrics_stages_and_model_in_words(admin
 def test_the_set_page_says_where_its_questions_came_from_and_lists_values_one_a_line(admin_client_logged_in):
     # given: the demo's built-in set
     kb = make_kb()
-    eval_set = import_eval_set(name="demo", knowledge_base=kb, source="knowledge.demo.questions", cases=[
+    eval_set = import_eval_set(name="demo", knowledge_base=kb, source="demo.questions", cases=[
         CaseDraft(key="D01", question="年假几天？", expected_documents=("员工手册", "handbook.md"), expected_chunks=(),
                   answers=("7 天",), answerable=True),
     ]).eval_set
@@ -251,7 +251,7 @@ def test_the_set_page_says_where_its_questions_came_from_and_lists_values_one_a_
     page = admin_client_logged_in.get(reverse("admin:evaluation_evalset_change", args=[eval_set.pk])).content.decode()
 
     # then
-    assert '<span class="rag-code" title="knowledge.demo.questions">演示知识库内置评测集</span>' in page
+    assert '<span class="rag-code" title="demo.questions">演示知识库内置评测集</span>' in page
     assert "\n员工手册\nhandbook.md</textarea>" in page and "[&quot;员工手册&quot;" not in page
     assert "每行一个：标题、文件名或外部 ID。" in page
 

@@ -12,7 +12,8 @@ from django.urls import reverse
 
 from evaluation.models import EvalRun, EvalSet
 from evaluation.release import ReleaseCheck
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.models import Document, KnowledgeBase, KnowledgeBaseVersion, VersionStatus
 from ragsite.errors import InvalidTransition, ValidationFailed
 from tests.evaluation.test_evaluate_retrieval import write_dataset
@@ -40,7 +41,7 @@ def kb_with_default_set(tmp_path, milvus, run_tasks, media_root):
 
 def draft_without(kb, title: str, staff_user) -> KnowledgeBaseVersion:
     """A draft of the active version minus one document (READY at once: the rest is indexed)."""
-    services.delete_document(document=Document.objects.get(knowledge_base=kb, title=title), actor=staff_user)
+    catalog_services.delete_document(document=Document.objects.get(knowledge_base=kb, title=title), actor=staff_user)
     return KnowledgeBaseVersion.objects.get(knowledge_base=kb, status=VersionStatus.READY)
 
 
@@ -62,19 +63,19 @@ def test_a_draft_that_loses_a_document_shows_the_loss(kb_with_default_set, staff
 
 def test_publishing_a_regressed_draft_is_refused_when_the_kb_blocks_and_an_override_is_logged(kb_with_default_set, staff_user):
     # given: the KB refuses drops of more than 10 points
-    services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=10.0)
+    catalog_services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=10.0)
     draft = draft_without(kb_with_default_set, "差旅标准", staff_user)
 
     # when / then: refused with the reason; an override needs a reason too
     with pytest.raises(InvalidTransition) as refused:
-        services.activate_version(version=draft, actor=staff_user, reason="发布")
+        catalog_services.activate_version(version=draft, actor=staff_user, reason="发布")
     assert refused.value.code == "release_check_blocked" and "25.0 个百分点" in str(refused.value.message)
     with pytest.raises(ValidationFailed):
-        services.activate_version(version=draft, actor=staff_user, reason=" ", override_release_check=True)
+        catalog_services.activate_version(version=draft, actor=staff_user, reason=" ", override_release_check=True)
     kb_with_default_set.refresh_from_db()
     assert kb_with_default_set.active_version.number == 1
 
-    activation = services.activate_version(version=draft, actor=staff_user, reason="差旅制度已下线",
+    activation = catalog_services.activate_version(version=draft, actor=staff_user, reason="差旅制度已下线",
                                            override_release_check=True)
     assert activation.to_version == draft
     assert activation.release_check["overridden"] is True and activation.release_check["lost"] == ["一线城市住宿标准每晚多少钱？"]
@@ -84,13 +85,13 @@ def test_a_draft_that_loses_nothing_is_published_with_its_check_recorded(kb_with
     # given: a draft that adds a document and keeps every other one
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=0.0)
-    services.upload_documents(kb=kb_with_default_set, actor=staff_user,
+    catalog_services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=0.0)
+    document_services.upload_documents(kb=kb_with_default_set, actor=staff_user,
                               files=[SimpleUploadedFile("食堂.txt", "食堂午餐供应时间为 11:30 到 13:00。".encode())])
     draft = KnowledgeBaseVersion.objects.get(knowledge_base=kb_with_default_set, status=VersionStatus.READY)
 
     # when
-    activation = services.activate_version(version=draft, actor=staff_user, reason="新增食堂制度")
+    activation = catalog_services.activate_version(version=draft, actor=staff_user, reason="新增食堂制度")
 
     # then
     assert activation.release_check["status"] == "done" and activation.release_check["worst_drop_points"] == 0.0
@@ -104,20 +105,20 @@ def test_a_check_still_running_refuses_publishing_when_the_kb_blocks(kb_with_def
 
     version_ready.disconnect(dispatch_uid="evaluation-release-check")
     try:
-        services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=5.0)
+        catalog_services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=5.0)
         draft = draft_without(kb_with_default_set, "打印机", staff_user)
 
         # when / then
         assert ReleaseCheck().report(version=draft).status == "pending"
         with pytest.raises(InvalidTransition, match="上线检查尚未完成"):
-            services.activate_version(version=draft, actor=staff_user, reason="发布")
+            catalog_services.activate_version(version=draft, actor=staff_user, reason="发布")
     finally:
         version_ready.connect(release.schedule_release_check, dispatch_uid="evaluation-release-check")
 
 
 def test_the_publish_page_shows_the_loss_and_offers_the_override(kb_with_default_set, staff_user, client):
     # given
-    services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=10.0)
+    catalog_services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=10.0)
     draft = draft_without(kb_with_default_set, "差旅标准", staff_user)
     client.force_login(staff_user)
     url = reverse("admin:knowledge_knowledgebaseversion_changelist")
@@ -138,7 +139,7 @@ def test_the_publish_page_shows_the_loss_and_offers_the_override(kb_with_default
 
 def test_the_api_refuses_with_the_code_and_accepts_an_override(kb_with_default_set, staff_user, staff_api):
     # given
-    services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=10.0)
+    catalog_services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=10.0)
     draft = draft_without(kb_with_default_set, "差旅标准", staff_user)
     url = f"/api/knowledge-bases/{kb_with_default_set.slug}/versions/{draft.number}/activate/"
 
@@ -155,7 +156,7 @@ def test_a_check_that_cannot_run_is_reported_failed_with_its_error_not_left_pend
     # given: the vector store is down when the draft's check runs
     from engines.milvus_store import reset_vector_store_cache
 
-    services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=5.0)
+    catalog_services.update_knowledge_base(kb=kb_with_default_set, actor=staff_user, release_max_regression_points=5.0)
     good_uri = settings.MILVUS_URI
     settings.MILVUS_URI = "http://127.0.0.1:9"
     reset_vector_store_cache()
@@ -171,7 +172,7 @@ def test_a_check_that_cannot_run_is_reported_failed_with_its_error_not_left_pend
     report = ReleaseCheck().report(version=draft)
     assert report.status == "failed" and report.error
     with pytest.raises(InvalidTransition, match="上线检查失败"):
-        services.activate_version(version=draft, actor=staff_user, reason="发布")
+        catalog_services.activate_version(version=draft, actor=staff_user, reason="发布")
 
 
 def test_reimporting_the_same_set_keeps_the_drafts_check_current(kb_with_default_set, staff_user, tmp_path):

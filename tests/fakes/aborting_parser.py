@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from knowledge.parsing.sandboxed import handle as _real_handle
+from docparse.sandboxed import handle as _real_handle
 
 ABORT_MARKER = b"PARSER-CRASH-TEST"
 

@@ -20,7 +20,7 @@ from django.core.files.storage import FileSystemStorage
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from knowledge.models import Document, KnowledgeBaseVersion
-from knowledge.services import _storage_key
+from knowledge.documents.services import _storage_key
 
 pytestmark = pytest.mark.django_db
 

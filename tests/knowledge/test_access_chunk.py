@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
-from knowledge import services
+from knowledge.catalog import services as catalog_services
 from knowledge.access import access_chunk
 from knowledge.models import Chunk, Visibility
 from ragsite.errors import NotFound
@@ -22,7 +22,7 @@ def chunk_of(document) -> Chunk:
 
 def published_chunk(kb, staff_user) -> Chunk:
     document = make_document(kb)
-    services.activate_version(version=make_ready_version(kb, documents=[document]), actor=staff_user)
+    catalog_services.activate_version(version=make_ready_version(kb, documents=[document]), actor=staff_user)
     return chunk_of(document)
 
 

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 
 from knowledge.models import KnowledgeBase
-from knowledge.services import create_knowledge_base
+from knowledge.catalog.services import create_knowledge_base
 from ragsite.errors import ValidationFailed
 
 

@@ -15,7 +15,10 @@ from knowledge.models import (
     VersionActivation,
     VersionStatus,
 )
-from knowledge import services
+from knowledge.catalog import readiness
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
+from knowledge.faqs import services as faq_services
 from tests.conftest import make_document, make_ready_version
 
 pytestmark = pytest.mark.django_db
@@ -122,14 +125,14 @@ def test_the_publish_page_lists_the_documents_added_changed_and_removed(admin_cl
     kept, replaced, dropped = (make_document(kb, title=title) for title in ("保留的文档", "旧的报销制度", "下线的文档"))
     first = make_ready_version(kb, documents=[kept, replaced, dropped])
     first_page = admin_client_logged_in.post(url, {"action": "activate", "_selected_action": [first.pk]}).content.decode()
-    services.activate_version(version=first, actor=staff_user, reason="上线")
+    catalog_services.activate_version(version=first, actor=staff_user, reason="上线")
     # and: a draft that re-uploads one file under its old name, drops one and adds one
-    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     draft.documents.remove(replaced, dropped)
     newer = make_document(kb, title="新的报销制度")
     Document.objects.filter(pk=newer.pk).update(original_name=replaced.original_name)
     draft.documents.add(newer, make_document(kb, title="新增的文档"))
-    services.mark_version_ready(version=draft)
+    readiness.mark_version_ready(version=draft)
     # when
     page = admin_client_logged_in.post(url, {"action": "activate", "_selected_action": [draft.pk]}).content.decode()
     # then: the first publish says so; the second names what readers gain, see changed and lose
@@ -155,9 +158,9 @@ def test_rollback_action_from_kb_list(admin_client_logged_in, kb_with_two_publis
 
 def test_activating_a_building_version_shows_the_error(admin_client_logged_in, kb, staff_user):
     # given
-    from knowledge import services
 
-    draft = services.create_draft_version(kb=kb, actor=staff_user)
+
+    draft = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     url = reverse("admin:knowledge_knowledgebaseversion_changelist")
     # when
     response = admin_client_logged_in.post(url, {"action": "activate", "_selected_action": [draft.pk], "confirm": "yes", "reason": "试试"}, follow=True)
@@ -195,10 +198,11 @@ def test_upload_page_shows_validation_errors_and_stores_nothing(admin_client_log
 
 def test_retry_and_delete_actions(admin_client_logged_in, kb, staff_user, django_capture_on_commit_callbacks, monkeypatch):
     # given
-    from knowledge import cleanup, services
+    from knowledge import cleanup
+
 
     monkeypatch.setattr(cleanup, "delete_document_vectors", lambda **kw: None)
-    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     failed = make_document(kb, status=DocumentStatus.FAILED)
     doomed = make_document(kb)
     draft.documents.add(failed, doomed)
@@ -221,9 +225,9 @@ def test_retiring_a_version_asks_first_and_names_the_documents_that_go(admin_cli
     only_v1 = make_document(kb, title="旧制度")
     v1 = make_ready_version(kb, documents=[only_v1])
     v2 = make_ready_version(kb)
-    from knowledge import services
 
-    services.activate_version(version=v2, actor=staff_user)
+
+    catalog_services.activate_version(version=v2, actor=staff_user)
     url = reverse("admin:knowledge_knowledgebaseversion_changelist")
 
     # when
@@ -302,15 +306,15 @@ def test_deleting_a_published_kb_in_the_admin_confirms_then_purges_rows_files_an
 ):
     # given: a published KB with a document and a FAQ, and another KB that must stay
     from engines.ports import DocumentFilter
-    from knowledge import services
+
     from knowledge.vectors import store_for
     from tests.conftest import make_kb
 
     doomed, kept = make_kb(), make_kb()
     for kb in (doomed, kept):
-        services.upload_documents(kb=kb, files=[SimpleUploadedFile("a.md", "# 年假\n\n年假有十五天。".encode())], actor=None)
-        services.activate_version(version=KnowledgeBaseVersion.objects.get(knowledge_base=kb), actor=staff_user)
-    services.save_faq(kb=doomed, question="年假几天", answer="十五天", actor=staff_user)
+        document_services.upload_documents(kb=kb, files=[SimpleUploadedFile("a.md", "# 年假\n\n年假有十五天。".encode())], actor=None)
+        catalog_services.activate_version(version=KnowledgeBaseVersion.objects.get(knowledge_base=kb), actor=staff_user)
+    faq_services.save_faq(kb=doomed, question="年假几天", answer="十五天", actor=staff_user)
     original = Document.objects.get(knowledge_base=doomed).file.name
     assert (media_root / original).exists()
     url = reverse("admin:knowledge_knowledgebase_delete", args=[doomed.pk])
@@ -337,11 +341,11 @@ def test_deleting_a_published_kb_in_the_admin_confirms_then_purges_rows_files_an
 
 def test_the_document_list_says_which_versions_hold_each_document(admin_client_logged_in, kb, staff_user):
     # given: one document published and carried into the draft, one only in the draft, one in neither
-    from knowledge import services
+
 
     published, drafted, orphan = (make_document(kb, title=t) for t in ("已发布文档", "草稿文档", "游离文档"))
-    services.activate_version(version=make_ready_version(kb, documents=[published]), actor=staff_user)
-    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    catalog_services.activate_version(version=make_ready_version(kb, documents=[published]), actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     draft.documents.add(drafted)
 
     # when

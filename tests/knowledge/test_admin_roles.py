@@ -9,7 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from knowledge import services
+from knowledge.catalog import services as catalog_services
 from knowledge.models import KnowledgeBase, KnowledgeBaseVersion, VersionActivation, Visibility
 from tests.conftest import make_kb, make_ready_version
 
@@ -21,9 +21,9 @@ def roles(db):
     """Two knowledge bases; `editor` edits the first, `publisher` publishes it, both are staff."""
     editors, publishers = Group.objects.create(name="editors"), Group.objects.create(name="publishers")
     mine = make_kb(slug="mine", visibility=Visibility.INTERNAL)
-    services.update_knowledge_base(kb=mine, actor=None, name="我的知识库", editor_groups=[editors], publisher_groups=[publishers])
+    catalog_services.update_knowledge_base(kb=mine, actor=None, name="我的知识库", editor_groups=[editors], publisher_groups=[publishers])
     theirs = make_kb(slug="theirs", visibility=Visibility.INTERNAL)
-    services.update_knowledge_base(kb=theirs, actor=None, name="别人的知识库")
+    catalog_services.update_knowledge_base(kb=theirs, actor=None, name="别人的知识库")
     users = {}
     for name, group in (("editor", editors), ("publisher", publishers)):
         users[name] = User.objects.create_user(name, password="pw-role-123", is_staff=True)
@@ -61,7 +61,7 @@ def test_an_editor_may_mark_ready_but_not_retire(roles):
     # given
     mine, _, users = roles
     ready = make_ready_version(mine)
-    draft = services.create_draft_version(kb=mine, actor=None)
+    draft = catalog_services.create_draft_version(kb=mine, actor=None)
     url = reverse("admin:knowledge_knowledgebaseversion_changelist")
     client = _signed_in(users["editor"])
     # when

@@ -12,7 +12,8 @@ import pytest
 from django.core.files.base import ContentFile
 from django.urls import reverse
 
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.faqs import services as faq_services
 from knowledge.models import Chunk, Document, DocumentAsset, DocumentTransition, VersionActivation
 from tests.conftest import make_document, make_ready_version
 
@@ -93,7 +94,7 @@ def test_an_image_is_titled_in_chinese_with_its_document(admin_client_logged_in,
 def test_version_switches_say_publish_or_rollback_in_words(admin_client_logged_in, kb_with_two_published_versions, staff_user):
     # given: v1 published, v2 published, then rolled back to v1
     kb = kb_with_two_published_versions
-    services.rollback_version(kb=kb, actor=staff_user, reason="v2 有误")
+    catalog_services.rollback_version(kb=kb, actor=staff_user, reason="v2 有误")
     first, second, rollback = VersionActivation.objects.filter(knowledge_base=kb).order_by("created_at", "id")
 
     # when
@@ -172,7 +173,7 @@ def test_the_cache_pages_and_the_switch_page_use_plain_words_with_help(admin_cli
 
 def test_faq_answers_are_rendered_from_their_markdown_by_the_answer_renderer(admin_client_logged_in, kb):
     # given: an answer with markdown and markup that must stay text
-    faq = services.save_faq(kb=kb, question="试用期多长？", answer="试用期 **3 个月**。<script>alert(1)</script>",
+    faq = faq_services.save_faq(kb=kb, question="试用期多长？", answer="试用期 **3 个月**。<script>alert(1)</script>",
                             similar_questions=[], source_tag="", enabled=True, actor=None)
 
     # when
@@ -210,7 +211,7 @@ def test_a_chunk_outside_a_parent_block_says_so(admin_client_logged_in, kb):
 
 def test_a_recorded_release_check_is_shown_as_a_table_not_json(admin_client_logged_in, kb, staff_user):
     # given: a publish whose release check was overridden
-    activation = services.activate_version(version=make_ready_version(kb), actor=staff_user, reason="首次发布")
+    activation = catalog_services.activate_version(version=make_ready_version(kb), actor=staff_user, reason="首次发布")
     VersionActivation.objects.filter(pk=activation.pk).update(release_check={
         "status": "done", "eval_set": "回归集", "lost": ["年假几天？"], "gained": [], "overridden": True,
         "refusal": "上线检查发现退步", "metrics": [{"name": "ndcg@10", "active": 0.9, "draft": 0.8, "delta_points": -10.0}],

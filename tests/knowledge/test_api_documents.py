@@ -222,9 +222,9 @@ def test_consecutive_uploads_accumulate_when_the_first_batch_is_ready_but_unpubl
     # given: the first batch finished (its draft became READY) but nobody published it
     first = upload(staff_api, kb, SimpleUploadedFile("a.md", "# 甲\n内容".encode())).json()[0]["document"]
     Document.objects.filter(pk=first["id"]).update(status=DocumentStatus.READY)
-    from knowledge import services
+    from knowledge.catalog import readiness
 
-    services.refresh_version_readiness(version_ids=list(KnowledgeBaseVersion.objects.values_list("pk", flat=True)))
+    readiness.refresh_version_readiness(version_ids=list(KnowledgeBaseVersion.objects.values_list("pk", flat=True)))
     assert KnowledgeBaseVersion.objects.get(knowledge_base=kb).status == VersionStatus.READY
     # when
     second = upload(staff_api, kb, SimpleUploadedFile("b.md", "# 乙\n内容".encode())).json()[0]["document"]
@@ -263,15 +263,15 @@ def test_too_many_files_and_mixed_errors(staff_api, kb, media_root, settings):
 
 def test_a_failure_while_registering_removes_the_stored_bytes(staff_api, kb, media_root, monkeypatch):
     # given: the database write fails after the bytes were stored
-    from knowledge import services
+    from knowledge.documents import services as document_services
 
     def broken(**kwargs):
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(services, "_register_uploads", broken)
+    monkeypatch.setattr(document_services, "_register_uploads", broken)
     # when
     with pytest.raises(RuntimeError):
-        services.upload_documents(kb=kb, files=[SimpleUploadedFile("a.md", "# 甲".encode())], actor=None)
+        document_services.upload_documents(kb=kb, files=[SimpleUploadedFile("a.md", "# 甲".encode())], actor=None)
     # then
     assert stored_files(media_root) == []
 

@@ -64,17 +64,18 @@ def test_readers_and_plain_staff_manage_nothing(clients, engineers_group, staff_
     # given: a public KB with an active version, a ready v2, a failed document and a FAQ
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from knowledge import services
+    from knowledge.catalog import services as catalog_services
+    from knowledge.faqs import services as faq_services
     from knowledge.models import FAQ, DocumentStatus, KnowledgeBaseVersion, VersionActivation
     from tests.conftest import make_document, make_ready_version
 
     kb = make_kb(visibility=Visibility.PUBLIC, groups=[engineers_group])
     v1 = make_ready_version(kb)
-    services.activate_version(version=v1, actor=staff_user)
+    catalog_services.activate_version(version=v1, actor=staff_user)
     make_ready_version(kb)
     failed = make_document(kb, status=DocumentStatus.FAILED)
     published = v1.documents.get()
-    faq = services.save_faq(kb=kb, question="q", answer="a", actor=staff_user)
+    faq = faq_services.save_faq(kb=kb, question="q", answer="a", actor=staff_user)
     client = api_client_for(plain_staff) if role == "plain_staff" else clients[role]
     base = f"/api/knowledge-bases/{kb.slug}"
     # when
@@ -115,13 +116,13 @@ def kb_with_roles(db, staff_user):
     """An internal KB with a published v1, a ready draft v2, editors and publishers groups."""
     from django.contrib.auth.models import Group, User
 
-    from knowledge import services
+    from knowledge.catalog import services as catalog_services
     from tests.conftest import make_ready_version
 
     editors, publishers = Group.objects.create(name="kb-editors"), Group.objects.create(name="kb-publishers")
     kb = make_kb(visibility=Visibility.INTERNAL)
-    services.update_knowledge_base(kb=kb, actor=None, editor_groups=[editors], publisher_groups=[publishers])
-    services.activate_version(version=make_ready_version(kb), actor=staff_user, reason="v1")
+    catalog_services.update_knowledge_base(kb=kb, actor=None, editor_groups=[editors], publisher_groups=[publishers])
+    catalog_services.activate_version(version=make_ready_version(kb), actor=staff_user, reason="v1")
     make_ready_version(kb)
     editor = User.objects.create_user("an-editor", password="pw-editor-123")
     editor.groups.add(editors)
@@ -301,14 +302,14 @@ def test_create_kb_validation_errors_are_coded(clients, kb):
 
 def test_readers_see_only_published_documents(clients, kb_with_active_version, staff_user):
     # given
-    from knowledge import services
+    from knowledge.catalog import services as catalog_services
     from tests.conftest import make_document
 
     kb = kb_with_active_version
     kb.visibility = Visibility.INTERNAL
     kb.save()
     published = kb.active_version.documents.get()
-    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     unpublished = make_document(kb)
     draft.documents.add(unpublished)
     # when
@@ -351,13 +352,13 @@ def test_listing_knowledge_bases_costs_the_same_queries_for_two_or_twenty(db, en
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from knowledge import services
 
+    from knowledge.catalog import services as catalog_services
     def queries_to_list(count: int) -> int:
         while (existing := engineers_group.knowledge_bases.count()) < count:
             kb = make_kb(visibility=Visibility.RESTRICTED, groups=[engineers_group])
             if existing % 2:
-                services.update_knowledge_base(kb=kb, actor=None, editor_groups=[engineers_group])
+                catalog_services.update_knowledge_base(kb=kb, actor=None, editor_groups=[engineers_group])
         client = api_client_for(type(engineer_user).objects.get(pk=engineer_user.pk))  # no role cached yet
         with CaptureQueriesContext(connection) as captured:
             response = client.get("/api/knowledge-bases/")

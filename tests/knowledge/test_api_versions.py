@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge.models import VersionActivation
-from knowledge import services
+from knowledge.catalog import services as catalog_services
 from tests.conftest import make_ready_version
 
 pytestmark = pytest.mark.django_db
@@ -96,7 +96,7 @@ def test_api_docs_load_without_a_cdn(anonymous_api):
 
 def test_rollback_endpoint_uses_the_version_in_the_url(staff_api, kb_with_two_published_versions, staff_user):
     kb = kb_with_two_published_versions
-    services.activate_version(version=make_ready_version(kb), actor=staff_user)  # v3 active, v2 previous
+    catalog_services.activate_version(version=make_ready_version(kb), actor=staff_user)  # v3 active, v2 previous
     response = staff_api.post(f"/api/knowledge-bases/{kb.slug}/versions/1/rollback/", {"reason": "回到 v1"}, format="json")
     assert response.status_code == 200
     assert response.json()["to_version"] == 1

@@ -8,8 +8,11 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django_eventstream.models import Event
 
-from knowledge import document_status, ingestion, services
-from knowledge.ingestion import ingest_documents, queue_documents
+from knowledge.documents import status as document_status
+from knowledge.documents.ingestion import runner
+from knowledge.documents import services as document_services
+from knowledge.documents.ingestion.queue import queue_documents
+from knowledge.documents.ingestion.tasks import ingest_documents
 from knowledge.models import (
     Chunk,
     Document,
@@ -20,7 +23,7 @@ from knowledge.models import (
     VersionStatus,
 )
 from tests.conftest import make_kb
-from tests.knowledge.parsing.factories import PdfPicture, PdfText, build_pdf, encode, picture
+from tests.docparse.factories import PdfPicture, PdfText, build_pdf, encode, picture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +38,7 @@ def passages(n: int) -> list[SimpleUploadedFile]:
 
 def queued(kb, uploads) -> list[int]:
     """Upload without running tasks (the database queue holds them)."""
-    return [o.document.pk for o in services.upload_documents(kb=kb, files=uploads, actor=None)]
+    return [o.document.pk for o in document_services.upload_documents(kb=kb, files=uploads, actor=None)]
 
 
 @pytest.fixture
@@ -47,20 +50,20 @@ def test_a_batch_shares_one_embedding_call_and_one_upsert(kb, milvus, database_t
     # given
     ids = queued(kb, passages(5))
     calls = {"embed": 0, "upsert": 0}
-    real_index = ingestion._index
+    real_index = runner._index
 
     def counting_index(kb_, jobs):
         calls["upsert"] += 1
         real_index(kb_, jobs)
 
-    real_embed = ingestion._embed
+    real_embed = runner._embed
 
     def counting_embed(embedder, contents, kb_, progress):
         calls["embed"] += 1
         return real_embed(embedder, contents, kb_, progress)
 
-    monkeypatch.setattr(ingestion, "_index", counting_index)
-    monkeypatch.setattr(ingestion, "_embed", counting_embed)
+    monkeypatch.setattr(runner, "_index", counting_index)
+    monkeypatch.setattr(runner, "_embed", counting_embed)
 
     # when
     reports = ingest_documents(document_ids=ids)
@@ -93,14 +96,14 @@ def test_a_shared_stage_that_crashes_is_rerun_document_by_document(kb, milvus, d
     # given: the vector write breaks on one document's content, whatever batch it is in
     ids = queued(kb, files(("a.txt", "年假十五天。".encode()), ("poison.txt", "毒药段落。".encode()),
                           ("c.txt", "病假三十天。".encode())))
-    real_index = ingestion._index
+    real_index = runner._index
 
     def index(kb_, jobs):
         if any("毒药" in content for job in jobs for content in job.contents):
             raise RuntimeError("unexpected bug on this content")
         real_index(kb_, jobs)
 
-    monkeypatch.setattr(ingestion, "_index", index)
+    monkeypatch.setattr(runner, "_index", index)
 
     # when: the crash is recorded on its document and re-raised for the task result
     with pytest.raises(RuntimeError):
@@ -118,14 +121,14 @@ def test_a_refusal_in_a_shared_stage_fails_only_the_document_that_caused_it(kb, 
     # given: the model refuses one text (not an outage: retrying would not help)
     ids = queued(kb, files(("a.txt", "年假十五天。".encode()), ("poison.txt", "毒药段落。".encode()),
                           ("c.txt", "病假三十天。".encode())))
-    real_embed = ingestion._embed
+    real_embed = runner._embed
 
     def embed(embedder, contents, kb_, progress):
         if any("毒药" in content for content in contents):
-            raise ingestion.IngestionFailed("embedding_failed", "input rejected by the model")
+            raise runner.IngestionFailed("embedding_failed", "input rejected by the model")
         return real_embed(embedder, contents, kb_, progress)
 
-    monkeypatch.setattr(ingestion, "_embed", embed)
+    monkeypatch.setattr(runner, "_embed", embed)
 
     # when
     reports = ingest_documents(document_ids=ids)
@@ -140,7 +143,7 @@ def test_a_document_taken_over_mid_batch_is_left_to_its_new_owner(kb, milvus, da
     # given: while the batch embeds, B's lease is taken over (expired, re-queued, claimed again)
     ids = queued(kb, passages(3))
     taken = {}
-    real_embed = ingestion._embed
+    real_embed = runner._embed
 
     def embed_then_take_over(embedder, contents, kb_, progress):
         vectors = real_embed(embedder, contents, kb_, progress)
@@ -148,7 +151,7 @@ def test_a_document_taken_over_mid_batch_is_left_to_its_new_owner(kb, milvus, da
         taken["claim"] = document_status.claim(document_id=ids[1], worker="other:1")
         return vectors
 
-    monkeypatch.setattr(ingestion, "_embed", embed_then_take_over)
+    monkeypatch.setattr(runner, "_embed", embed_then_take_over)
 
     # when
     reports = ingest_documents(document_ids=ids)
@@ -167,9 +170,9 @@ def test_a_transient_failure_sends_the_whole_batch_back_to_the_queue(kb, milvus,
     ids = queued(kb, passages(3))
 
     def down(embedder, contents, kb_, progress):
-        raise ingestion.IngestionFailed("embedding_failed", "down", transient=True) from ProviderUnavailable("down")
+        raise runner.IngestionFailed("embedding_failed", "down", transient=True) from ProviderUnavailable("down")
 
-    monkeypatch.setattr(ingestion, "_embed", down)
+    monkeypatch.setattr(runner, "_embed", down)
 
     # when
     reports = ingest_documents(document_ids=ids)
@@ -199,7 +202,7 @@ def test_progress_events_come_once_per_stage_for_the_whole_batch(kb, milvus, dat
 def test_embedding_progress_of_a_batch_is_stored_only_for_documents_that_moved(kb, milvus, database_tasks, media_root, settings, monkeypatch):
     # given: two documents in one batch, progress stored at every embedding call
     settings.RAG_INGESTION_PROGRESS_SECONDS = 0
-    monkeypatch.setattr(ingestion, "EMBED_BATCH", 1)
+    monkeypatch.setattr(runner, "EMBED_BATCH", 1)
     ids = queued(kb, passages(2))
 
     # when

@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connection
 
-from knowledge import services
+from knowledge.catalog import services as catalog_services
 from knowledge.models import KnowledgeBaseVersion, VersionActivation, VersionStatus
 from ragsite.errors import DomainError
 from tests.conftest import make_document, make_kb, make_ready_version
@@ -25,7 +25,7 @@ def test_concurrent_activations_leave_exactly_one_active_version(staff_user):
     def activate(version):
         try:
             barrier.wait(timeout=10)
-            outcomes.append(services.activate_version(version=version, actor=staff_user, reason="race"))
+            outcomes.append(catalog_services.activate_version(version=version, actor=staff_user, reason="race"))
         except DomainError as error:
             outcomes.append(error)
         finally:

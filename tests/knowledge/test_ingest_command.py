@@ -7,7 +7,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from knowledge.demo.build import build_demo_corpus
+from demo.build import build_demo_corpus
 from knowledge.models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, VersionStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,8 +12,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 from django_eventstream.models import Event
 
-from knowledge import services
-from knowledge.ingestion import ingest_document, requeue_stale_documents
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
+from knowledge.documents.ingestion.queue import requeue_stale_documents
+from knowledge.documents.ingestion.tasks import ingest_document
 from knowledge.models import (
     Chunk,
     Document,
@@ -24,7 +26,7 @@ from knowledge.models import (
 )
 from knowledge.vectors import store_for
 from engines.ports import DocumentFilter
-from tests.knowledge.parsing.factories import PdfText, build_pdf, zip_bomb
+from tests.docparse.factories import PdfText, build_pdf, zip_bomb
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +46,7 @@ HANDBOOK = """# 员工手册
 
 
 def upload(kb, name: str, data: bytes, staff_user=None):
-    return services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, data)], actor=staff_user)[0].document
+    return document_services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, data)], actor=staff_user)[0].document
 
 
 def stored_payload(event: Event) -> dict:
@@ -99,11 +101,11 @@ def test_progress_events_are_published_for_each_status(kb, milvus, run_tasks, me
 
 def test_a_large_document_shows_its_embedding_progress_while_it_indexes(kb, milvus, run_tasks, media_root, settings, monkeypatch):
     # given: a document of about a hundred chunks, embedded eight at a time, progress stored on every call
-    from knowledge import ingestion
+    from knowledge.documents.ingestion import runner
     from engines.providers import get_embedder
 
     settings.RAG_INGESTION_PROGRESS_SECONDS = 0
-    monkeypatch.setattr(ingestion, "EMBED_BATCH", 8)
+    monkeypatch.setattr(runner, "EMBED_BATCH", 8)
     seen: list[tuple[str, int, int, str]] = []
 
     class Watching:
@@ -118,7 +120,7 @@ def test_a_large_document_shows_its_embedding_progress_while_it_indexes(kb, milv
             seen.append((row.status, row.embedded_chunks, row.chunks_to_embed, row.embedding_progress()))
             return self._inner.embed_documents(texts)
 
-    monkeypatch.setattr(ingestion, "get_embedder", lambda model, dimension: Watching(get_embedder(model, dimension)))
+    monkeypatch.setattr(runner, "get_embedder", lambda model, dimension: Watching(get_embedder(model, dimension)))
     body = "\n\n".join(f"## 第 {i} 节\n\n" + f"第 {i} 节的规定：报销须在发生后 {i} 日内提交。" * 12 for i in range(100))
 
     # when
@@ -176,7 +178,7 @@ def test_stuck_jobs_are_requeued_at_worker_start(kb, milvus, media_root, databas
     assert requeued == [stale.pk]
     stale.refresh_from_db()
     assert stale.status == DocumentStatus.QUEUED
-    from knowledge.bulk import process_queue_until_done
+    from knowledge.documents.bulk import process_queue_until_done
 
     process_queue_until_done([stale.pk], timeout=120)
     stale.refresh_from_db()
@@ -208,7 +210,7 @@ def test_bad_documents_fail_cleanly_and_touch_nothing_else(case, kb, milvus, run
     settings.RAG_MAX_SHEET_ROWS = 1_000
     good = upload(kb, "good.md", HANDBOOK.encode())
     version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
-    services.activate_version(version=version, actor=staff_user)
+    catalog_services.activate_version(version=version, actor=staff_user)
     vectors_before = sparse_ids(kb, "年假")
     name, build, code = BAD_DOCUMENTS[case]
     # when
@@ -257,14 +259,14 @@ def test_embedding_space_mismatch_is_refused(kb, milvus, run_tasks, media_root):
 
 def test_deleting_a_draft_document_removes_its_vectors(kb, milvus, run_tasks, media_root, staff_user):
     # given: the draft stays BUILDING (one of its documents failed), so only it holds the document
-    document = services.upload_documents(
+    document = document_services.upload_documents(
         kb=kb, actor=staff_user,
         files=[SimpleUploadedFile("a.md", HANDBOOK.encode()), SimpleUploadedFile("blank.md", b"\n\n")],
     )[0].document
     assert KnowledgeBaseVersion.objects.get(knowledge_base=kb).status == VersionStatus.BUILDING
     assert sparse_ids(kb, "年假") == {document.pk}
     # when
-    outcome = services.delete_document(document=document, actor=staff_user)
+    outcome = catalog_services.delete_document(document=document, actor=staff_user)
     # then
     assert outcome.purged
     assert sparse_ids(kb, "年假") == set()
@@ -275,11 +277,11 @@ def test_retiring_the_last_version_holding_a_document_purges_it(kb, milvus, run_
     # given: v1 (READY, never published) is the only version holding the document
     document = upload(kb, "a.md", HANDBOOK.encode())
     version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
-    outcome = services.delete_document(document=document, actor=staff_user)
+    outcome = catalog_services.delete_document(document=document, actor=staff_user)
     assert not outcome.purged and outcome.retained_by == (1,)
     assert sparse_ids(kb, "年假") == {document.pk}
     # when
-    services.retire_version(version=version, actor=staff_user)
+    catalog_services.retire_version(version=version, actor=staff_user)
     # then
     assert not Document.objects.filter(pk=document.pk).exists()
     assert sparse_ids(kb, "年假") == set()
@@ -316,7 +318,7 @@ def test_retry_after_failure_succeeds(kb, milvus, run_tasks, media_root, setting
     # when: it is back and staff retry
     settings.MILVUS_URI = real_uri
     reset_vector_store_cache()
-    services.retry_document(document=document, actor=staff_user)
+    document_services.retry_document(document=document, actor=staff_user)
     # then
     document.refresh_from_db()
     assert document.status == DocumentStatus.READY
@@ -326,7 +328,7 @@ def test_retry_after_failure_succeeds(kb, milvus, run_tasks, media_root, setting
 
 def test_images_are_captioned_offline_when_no_vision_model_is_configured(kb, milvus, run_tasks, media_root, settings, tmp_path):
     # given: a remote provider without a vision model; the KB's embeddings are local
-    from knowledge.demo.build import build_demo_corpus
+    from demo.build import build_demo_corpus
     from knowledge.models import DocumentAsset
     settings.RAG_PROVIDER = "openai"
     settings.OPENAI_BASE_URL = ""
@@ -341,12 +343,12 @@ def test_images_are_captioned_offline_when_no_vision_model_is_configured(kb, mil
 
 def test_purging_one_document_keeps_an_image_another_document_shares(kb, milvus, run_tasks, media_root, staff_user, tmp_path):
     # given: two documents (different bytes) that embed the same picture → one stored asset file
-    from knowledge.demo.build import build_demo_corpus
+    from demo.build import build_demo_corpus
     from knowledge.models import DocumentAsset
 
     manual = next(p for p in build_demo_corpus(tmp_path) if p.name == "product_manual.pdf").read_bytes()
     first, second = (
-        o.document for o in services.upload_documents(
+        o.document for o in document_services.upload_documents(
             kb=kb, actor=staff_user,
             files=[SimpleUploadedFile("a.pdf", manual), SimpleUploadedFile("b.pdf", manual + b"\n% copy\n")],
         )
@@ -355,8 +357,8 @@ def test_purging_one_document_keeps_an_image_another_document_shares(kb, milvus,
     assert len(shared) == 1 and DocumentAsset.objects.count() == 2
     version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
     # when: the first document is deleted and its only version retired
-    services.delete_document(document=first, actor=staff_user)
-    services.retire_version(version=version, actor=staff_user)
+    catalog_services.delete_document(document=first, actor=staff_user)
+    catalog_services.retire_version(version=version, actor=staff_user)
     # then: the second document's image is still there
     assert not Document.objects.filter(pk=first.pk).exists()
     asset = DocumentAsset.objects.get(document=second)
@@ -387,7 +389,7 @@ def test_a_documents_own_title_replaces_the_file_name(kb, milvus, run_tasks, med
 
 def test_a_title_given_at_upload_is_kept(kb, milvus, run_tasks, media_root):
     # when
-    document = services.upload_documents(
+    document = document_services.upload_documents(
         kb=kb, files=[SimpleUploadedFile("a.docx", _docx_titled("文件里的标题"))], actor=None, titles=["编辑定的标题"]
     )[0].document
 

@@ -13,9 +13,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from engines.ports import ChunkRecord
-from knowledge import document_status, ingestion, services
-from knowledge.consistency import check_knowledge_base
-from knowledge.ingestion import ingest_document, requeue_stale_documents
+from knowledge.documents import status as document_status
+from knowledge.documents.ingestion import runner
+from knowledge.documents import services as document_services
+from knowledge.documents.consistency import check_knowledge_base
+from knowledge.documents.ingestion.queue import requeue_stale_documents
+from knowledge.documents.ingestion.tasks import ingest_document
 from knowledge.models import Chunk, Document, DocumentStatus
 from knowledge.vectors import store_for
 from tests.conftest import make_kb
@@ -26,7 +29,7 @@ TEXT = "# 年假\n\n入职满一年的员工每年享有 15 天带薪年假。\n
 
 
 def queued_document(kb, name="a.md", text=TEXT) -> Document:
-    return services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, text.encode())], actor=None)[0].document
+    return document_services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, text.encode())], actor=None)[0].document
 
 
 def expire(document: Document) -> None:
@@ -64,7 +67,7 @@ def test_a_run_whose_lease_was_taken_over_writes_nothing(milvus, media_root):
     assert document_status.advance_many([first], DocumentStatus.INDEXING) == []
     assert document_status.finish_many([(first, {"chunk_count": 1})]) == []
     assert document_status.retry_later(first, code="embedding_failed", message="A") is False
-    ingestion._fail(document, first, "internal_error", "A crashed late")
+    runner._fail(document, first, "internal_error", "A crashed late")
     document.refresh_from_db()
     assert (document.status, document.lease_token, document.error_code) == (DocumentStatus.PARSING, second.token, "")
 
@@ -73,7 +76,7 @@ def test_a_run_that_loses_its_document_mid_way_stops_and_the_new_run_wins(milvus
     # given: while run A parses, its lease expires and run B processes the document to the end
     kb = make_kb()
     document = queued_document(kb)
-    real_parse = ingestion.parse_document
+    real_parse = runner.parse_document
     reports = []
     taken_over = []
 
@@ -85,7 +88,7 @@ def test_a_run_that_loses_its_document_mid_way_stops_and_the_new_run_wins(milvus
             reports.append(ingest_document(document_id=document.pk))  # run B, start to finish
         return real_parse(*args, **kwargs)
 
-    monkeypatch.setattr(ingestion, "parse_document", parse_while_taken_over)
+    monkeypatch.setattr(runner, "parse_document", parse_while_taken_over)
 
     # when: run A
     outcome = ingest_document(document_id=document.pk)
@@ -104,7 +107,7 @@ def test_the_heartbeat_keeps_a_long_run_from_being_stolen(milvus, media_root, se
     settings.RAG_INGESTION_LEASE_SECONDS = 0.6
     kb = make_kb()
     document = queued_document(kb)
-    real_parse = ingestion.parse_document
+    real_parse = runner.parse_document
     swept = []
 
     def slow_parse(*args, **kwargs):
@@ -113,7 +116,7 @@ def test_the_heartbeat_keeps_a_long_run_from_being_stolen(milvus, media_root, se
             swept.extend(requeue_stale_documents())  # another worker's sweep, meanwhile
         return real_parse(*args, **kwargs)
 
-    monkeypatch.setattr(ingestion, "parse_document", slow_parse)
+    monkeypatch.setattr(runner, "parse_document", slow_parse)
 
     # when
     report = ingest_document(document_id=document.pk)
@@ -188,7 +191,7 @@ class FlakyEmbedder:
 
 
 def flaky(monkeypatch, failures: int) -> FlakyEmbedder:
-    real_for = ingestion._embedder_for
+    real_for = runner._embedder_for
     box = {}
 
     def embedder_for(kb):
@@ -196,7 +199,7 @@ def flaky(monkeypatch, failures: int) -> FlakyEmbedder:
             box["e"] = FlakyEmbedder(real_for(kb), failures)
         return box["e"]
 
-    monkeypatch.setattr(ingestion, "_embedder_for", embedder_for)
+    monkeypatch.setattr(runner, "_embedder_for", embedder_for)
     return box
 
 
@@ -258,7 +261,7 @@ def test_retrying_a_failed_document_gives_it_its_attempts_again(milvus, run_task
     assert document.status == DocumentStatus.FAILED
 
     # when: the model is back and staff press retry
-    services.retry_document(document=document, actor=None)
+    document_services.retry_document(document=document, actor=None)
 
     # then
     document.refresh_from_db()
@@ -299,6 +302,6 @@ def test_a_run_that_fails_after_writing_vectors_leaves_none_behind(milvus, run_t
     assert (document.status, document.error_code) == (DocumentStatus.FAILED, "internal_error")
     assert store_for(kb).chunk_ids(kb_id=kb.pk) == {}
     monkeypatch.setattr(document_status, "finish_many", real_finish)
-    services.retry_document(document=document, actor=None)
+    document_services.retry_document(document=document, actor=None)
     document.refresh_from_db()
     assert document.status == DocumentStatus.READY and check_knowledge_base(kb).clean

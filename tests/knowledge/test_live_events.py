@@ -12,7 +12,7 @@ import jwt
 import pytest
 from django.conf import settings
 
-from knowledge import services
+from knowledge.catalog import services as catalog_services
 from knowledge.eventstream import kb_channel, send
 from knowledge.models import Visibility
 from tests.conftest import make_kb
@@ -104,7 +104,7 @@ def test_progress_stream_is_for_the_knowledge_bases_editors(member_user):
 def test_a_forged_es_meta_reads_nothing_but_the_urls_knowledge_base(engineers_group, engineer_user, staff_user):
     # given: a stored event on a knowledge base the engineer may not see, and one the engineer edits
     hidden = make_kb(visibility=Visibility.RESTRICTED)
-    own = services.update_knowledge_base(kb=make_kb(), actor=None, editor_groups=[engineers_group])
+    own = catalog_services.update_knowledge_base(kb=make_kb(), actor=None, editor_groups=[engineers_group])
     send(kb_channel(hidden.pk), "document", {"kb": hidden.pk, "document": 7, "title": "绝密文件"})
     send(kb_channel(own.pk), "document", {"kb": own.pk, "document": 6, "title": "错过的文件"})
     # django-eventstream trusts an es-meta token naming channels and a user, signed with the

@@ -7,19 +7,19 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from engines.sandbox import Sandbox
-from knowledge import services
-from knowledge.ingestion import ingest_documents
+from knowledge.documents import services as document_services
+from knowledge.documents.ingestion.tasks import ingest_documents
 from knowledge.models import Document, DocumentStatus
-from knowledge.parsing import isolated
+from docparse import isolated
 from tests.conftest import make_kb
 from tests.fakes.aborting_parser import ABORT_MARKER
-from tests.knowledge.parsing.factories import PdfPicture, PdfText, build_pdf, encode, text_image
+from tests.docparse.factories import PdfPicture, PdfText, build_pdf, encode, text_image
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def upload(kb, name: str, data: bytes) -> Document:
-    return services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, data)], actor=None)[0].document
+    return document_services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, data)], actor=None)[0].document
 
 
 def scanned_pdf() -> bytes:
@@ -83,7 +83,7 @@ def test_a_scanned_pdf_whose_ocr_runs_out_of_time_is_retried_then_fails_saying_s
 
     # when: retried on a quiet machine (a budget OCR meets)
     settings.RAG_OCR_SECONDS_PER_PAGE = 60
-    services.retry_document(document=document, actor=None)
+    document_services.retry_document(document=document, actor=None)
     (again,) = ingest_documents(document_ids=[document.pk])
 
     # then: the text is there

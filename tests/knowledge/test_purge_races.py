@@ -10,7 +10,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection, transaction
 
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.models import Document, KnowledgeBase, KnowledgeBaseVersion
 from tests.conftest import make_document, make_kb, make_ready_version
 
@@ -18,7 +19,7 @@ BYTES = "# 年假\n\n入职满一年的员工每年享有 15 天带薪年假。"
 
 
 def upload(kb):
-    return services.upload_documents(kb=kb, files=[SimpleUploadedFile("a.md", BYTES)], actor=None)[0].document
+    return document_services.upload_documents(kb=kb, files=[SimpleUploadedFile("a.md", BYTES)], actor=None)[0].document
 
 
 @pytest.mark.django_db
@@ -33,7 +34,7 @@ def test_a_purge_keeps_the_file_when_the_same_bytes_were_uploaded_again_meanwhil
     first = upload(kb)
     key = first.file.name
     with django_capture_on_commit_callbacks(execute=False) as purges:
-        services.delete_document(document=first, actor=None)
+        catalog_services.delete_document(document=first, actor=None)
 
     # when: the same bytes come back (same content address) before the purge runs
     again = upload(kb)
@@ -51,17 +52,17 @@ def test_an_upload_stores_its_bytes_again_when_a_purge_removed_them_before_it_re
     # disappears between finding it and registering (a purge in between)
     kb = make_kb()
     Document._meta.get_field("file").storage.save(
-        services._storage_key(kb, hashlib.sha256(BYTES).hexdigest()), SimpleUploadedFile("x", BYTES)
+        document_services._storage_key(kb, hashlib.sha256(BYTES).hexdigest()), SimpleUploadedFile("x", BYTES)
     )
     storage = Document._meta.get_field("file").storage
-    real_register = services._register_uploads
+    real_register = document_services._register_uploads
 
     def purge_then_register(**kwargs):
         for key in kwargs["stored_keys"]:
             storage.delete(key)
         return real_register(**kwargs)
 
-    monkeypatch.setattr(services, "_register_uploads", purge_then_register)
+    monkeypatch.setattr(document_services, "_register_uploads", purge_then_register)
 
     # when
     document = upload(kb)
@@ -80,8 +81,8 @@ def test_retiring_a_version_waits_for_a_duplicate_upload_adding_its_document_to_
     a, b = make_document(kb), make_document(kb)
     v1 = make_ready_version(kb, documents=[a])
     v2 = make_ready_version(kb, documents=[b])
-    services.activate_version(version=v2, actor=staff_user)
-    v3 = services.create_draft_version(kb=kb, actor=staff_user)
+    catalog_services.activate_version(version=v2, actor=staff_user)
+    v3 = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     locked = threading.Event()
     failures: list[BaseException] = []
 
@@ -103,7 +104,7 @@ def test_retiring_a_version_waits_for_a_duplicate_upload_adding_its_document_to_
     assert locked.wait(timeout=10)
 
     # when
-    services.retire_version(version=v1, actor=staff_user)
+    catalog_services.retire_version(version=v1, actor=staff_user)
     thread.join(timeout=10)
 
     # then: the retirement waited; A lives on in the draft

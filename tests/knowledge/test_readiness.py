@@ -9,8 +9,12 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
-from knowledge import ingestion, services
-from knowledge.ingestion import ingest_document
+from knowledge.documents.ingestion import announce
+from knowledge.documents.ingestion import runner
+from knowledge.catalog import readiness
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
+from knowledge.documents.ingestion.tasks import ingest_document
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBaseVersion, VersionStatus
 from tests.conftest import make_document, make_kb
 
@@ -23,7 +27,7 @@ needs_parallel_writers = pytest.mark.skipif(
 
 
 def upload(kb, name: str, text: str) -> Document:
-    return services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, text.encode())], actor=None)[0].document
+    return document_services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, text.encode())], actor=None)[0].document
 
 
 def draft_of(kb) -> KnowledgeBaseVersion:
@@ -38,7 +42,7 @@ def test_two_workers_finishing_the_last_two_documents_at_once_leave_the_draft_re
     kb = make_kb()
     first, second = upload(kb, "a.txt", "年假有十五天。"), upload(kb, "b.txt", "病假需要证明。")
     both_checked = threading.Barrier(2)
-    real_refresh = ingestion.refresh_version_readiness
+    real_refresh = runner.refresh_version_readiness
 
     def refresh_then_wait(**kwargs):
         # The worst interleaving: each worker has checked before the other one goes on.
@@ -46,7 +50,7 @@ def test_two_workers_finishing_the_last_two_documents_at_once_leave_the_draft_re
         both_checked.wait(timeout=20)
         return outcome
 
-    monkeypatch.setattr(ingestion, "refresh_version_readiness", refresh_then_wait)
+    monkeypatch.setattr(runner, "refresh_version_readiness", refresh_then_wait)
     reports: list = []
 
     def work(document_id: int) -> None:
@@ -73,11 +77,11 @@ def test_deleting_the_last_pending_document_makes_an_all_ready_draft_ready(milvu
     # given: a draft with a READY document and one that will never finish
     kb = make_kb()
     stuck = make_document(kb, status=DocumentStatus.INDEXING)
-    draft = services.create_draft_version(kb=kb, actor=None)
+    draft = catalog_services.create_draft_version(kb=kb, actor=None)
     draft.documents.add(make_document(kb), stuck)
 
     # when
-    services.delete_document(document=stuck, actor=None)
+    catalog_services.delete_document(document=stuck, actor=None)
 
     # then
     draft.refresh_from_db()
@@ -87,11 +91,11 @@ def test_deleting_the_last_pending_document_makes_an_all_ready_draft_ready(milvu
 def test_not_ready_yet_is_a_no_op():
     # given
     kb = make_kb()
-    draft = services.create_draft_version(kb=kb, actor=None)
+    draft = catalog_services.create_draft_version(kb=kb, actor=None)
     draft.documents.add(make_document(kb), make_document(kb, status=DocumentStatus.QUEUED))
 
     # when
-    promoted = services.refresh_version_readiness(version_ids=[draft.pk, 999_999])
+    promoted = readiness.refresh_version_readiness(version_ids=[draft.pk, 999_999])
 
     # then
     assert promoted == []
@@ -105,7 +109,7 @@ def test_an_upload_landing_while_a_document_finishes_never_fails_the_finished_on
     # given: while A's READY transaction is open, B is uploaded into the same draft
     kb = make_kb()
     late: list[Document] = []
-    real_publish = ingestion._publish_many
+    real_publish = announce.publish_statuses
 
     def publish_then_upload(documents, status):
         real_publish(documents, status)
@@ -113,7 +117,7 @@ def test_an_upload_landing_while_a_document_finishes_never_fails_the_finished_on
             late.append(make_document(kb, status=DocumentStatus.QUEUED))
             draft_of(kb).documents.add(late[0])
 
-    monkeypatch.setattr(ingestion, "_publish_many", publish_then_upload)
+    monkeypatch.setattr(runner, "publish_statuses", publish_then_upload)
 
     # when
     first = upload(kb, "a.txt", "年假有十五天。")

@@ -7,10 +7,11 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from engines.ports import DocumentFilter
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.epochs import current_epoch
 from knowledge.models import Chunk, DocumentStatus
-from knowledge.reanalysis import reanalyse_knowledge_base
+from knowledge.documents.reanalysis import reanalyse_knowledge_base
 from knowledge.vectors import store_for
 from tests.milvus import admin_client
 
@@ -26,7 +27,7 @@ def kb_with_two_ready_documents(db, milvus, run_tasks, media_root):
 
     kb = make_kb()
     for name, text in (("云盘.txt", PRODUCT), ("手机.txt", OTHER)):
-        services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, text.encode())], actor=None)
+        document_services.upload_documents(kb=kb, files=[SimpleUploadedFile(name, text.encode())], actor=None)
     assert set(kb.documents.values_list("status", flat=True)) == {DocumentStatus.READY}
     return kb
 
@@ -42,7 +43,7 @@ def stored_terms(kb) -> dict[int, str]:
 def test_reanalysis_applies_a_new_dictionary_to_indexed_chunks(kb_with_two_ready_documents):
     # given: the dictionary is added after both documents were indexed
     kb = kb_with_two_ready_documents
-    services.update_knowledge_base(kb=kb, actor=None, custom_terms="星河云盘\n")
+    catalog_services.update_knowledge_base(kb=kb, actor=None, custom_terms="星河云盘\n")
     kb.refresh_from_db()
     epoch_before = current_epoch(kb_id=kb.pk)[0]
     assert not any("星河云盘" in terms.split() for terms in stored_terms(kb).values())
@@ -70,10 +71,10 @@ def test_reanalysis_applies_a_new_dictionary_to_indexed_chunks(kb_with_two_ready
 def test_scheduling_runs_the_reanalysis_task_after_commit(kb_with_two_ready_documents):
     # given
     kb = kb_with_two_ready_documents
-    services.update_knowledge_base(kb=kb, actor=None, custom_terms="星河云盘")
+    catalog_services.update_knowledge_base(kb=kb, actor=None, custom_terms="星河云盘")
 
     # when
-    services.schedule_reanalysis(kb=kb, actor=None)
+    document_services.schedule_reanalysis(kb=kb, actor=None)
 
     # then: the task ran (inline worker) and rewrote the terms
     product = Chunk.objects.get(knowledge_base=kb, content__contains="星河云盘")
@@ -97,5 +98,5 @@ def test_a_knowledge_base_on_the_old_analysis_says_the_dictionary_cannot_apply(d
 
     # when / then: a clear refusal instead of a re-analysis that changes nothing
     with pytest.raises(InvalidTransition) as refused:
-        services.schedule_reanalysis(kb=kb, actor=None)
+        document_services.schedule_reanalysis(kb=kb, actor=None)
     assert refused.value.code == "legacy_text_analysis"

@@ -8,8 +8,9 @@ import boto3
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from knowledge import services
-from knowledge.demo.build import build_demo_corpus
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
+from demo.build import build_demo_corpus
 from knowledge.models import Chunk, DocumentAsset, DocumentStatus
 from tests.conftest import make_kb
 
@@ -64,7 +65,7 @@ def test_pdf_with_image_ingests_from_s3_and_stores_assets_there(s3_storage, milv
     manual = next(p for p in build_demo_corpus(tmp_path) if p.name == "product_manual.pdf")
     kb = make_kb()
     # when
-    document = services.upload_documents(
+    document = document_services.upload_documents(
         kb=kb, actor=staff_user, files=[SimpleUploadedFile(manual.name, manual.read_bytes())]
     )[0].document
     # then
@@ -84,20 +85,20 @@ def test_refused_upload_leaves_the_bucket_empty(s3_storage, staff_user):
     from ragsite.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed):
-        services.upload_documents(kb=kb, actor=staff_user, files=[SimpleUploadedFile("fake.pdf", b"no pdf here")])
+        document_services.upload_documents(kb=kb, actor=staff_user, files=[SimpleUploadedFile("fake.pdf", b"no pdf here")])
     assert keys(s3_storage) == []
 
 
 def test_purge_deletes_objects_from_the_bucket(s3_storage, milvus, run_tasks, staff_user):
     # given: a draft-only document (the draft stays BUILDING because its other document failed)
     kb = make_kb()
-    outcomes = services.upload_documents(
+    outcomes = document_services.upload_documents(
         kb=kb, actor=staff_user,
         files=[SimpleUploadedFile("a.md", "# 标题\n\n正文内容。".encode()), SimpleUploadedFile("b.md", b"\n\n")],
     )
     document = outcomes[0].document
     assert document.file.name in keys(s3_storage)
     # when
-    services.delete_document(document=document, actor=staff_user)
+    catalog_services.delete_document(document=document, actor=staff_user)
     # then
     assert document.file.name not in keys(s3_storage)

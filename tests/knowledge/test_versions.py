@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, transaction
 
-from knowledge import epochs, services
+from knowledge import epochs
+from knowledge.catalog import readiness
+from knowledge.catalog import services as catalog_services
 from knowledge.models import (
     CacheNamespace,
     DocumentStatus,
@@ -13,7 +15,7 @@ from knowledge.models import (
     VersionActivation,
     VersionStatus,
 )
-from knowledge.selectors import ready_document_ids_of_active_version
+from knowledge.catalog.selectors import ready_document_ids_of_active_version
 from ragsite.errors import Conflict, InvalidTransition
 from tests.conftest import make_document, make_ready_version
 
@@ -24,7 +26,7 @@ def test_draft_starts_from_active_version_documents(kb_with_active_version, staf
     # given
     active = kb_with_active_version.active_version
     # when
-    draft = services.create_draft_version(kb=kb_with_active_version, actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=kb_with_active_version, actor=staff_user)
     # then
     assert draft.status == VersionStatus.BUILDING
     assert draft.number == active.number + 1
@@ -34,21 +36,21 @@ def test_draft_starts_from_active_version_documents(kb_with_active_version, staf
 
 def test_only_one_draft_per_kb(kb, staff_user):
     # given
-    services.create_draft_version(kb=kb, actor=staff_user)
+    catalog_services.create_draft_version(kb=kb, actor=staff_user)
     # when / then
     with pytest.raises(Conflict) as error:
-        services.create_draft_version(kb=kb, actor=staff_user)
+        catalog_services.create_draft_version(kb=kb, actor=staff_user)
     assert error.value.code == "draft_exists"
 
 
 def test_mark_ready_refuses_pending_documents(kb, staff_user):
     # given
-    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     draft.documents.add(make_document(kb, status=DocumentStatus.READY))
     draft.documents.add(make_document(kb, status=DocumentStatus.PARSING, title="手册"))
     # when
     with pytest.raises(InvalidTransition) as error:
-        services.mark_version_ready(version=draft)
+        readiness.mark_version_ready(version=draft)
     # then
     assert error.value.code == "documents_not_ready"
     assert "手册" in str(error.value.message)
@@ -57,24 +59,24 @@ def test_mark_ready_refuses_pending_documents(kb, staff_user):
 
 
 def test_mark_ready_refuses_empty_version(kb, staff_user):
-    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     with pytest.raises(InvalidTransition) as error:
-        services.mark_version_ready(version=draft)
+        readiness.mark_version_ready(version=draft)
     assert error.value.code == "version_empty"
 
 
 def test_refresh_readiness_promotes_draft_when_all_documents_ready(kb, staff_user):
     # given
-    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     document = make_document(kb, status=DocumentStatus.INDEXING)
     draft.documents.add(document)
     # when
-    services.refresh_version_readiness(version_ids=[draft.pk])
+    readiness.refresh_version_readiness(version_ids=[draft.pk])
     draft.refresh_from_db()
     assert draft.status == VersionStatus.BUILDING
     document.status = DocumentStatus.READY
     document.save()
-    services.refresh_version_readiness(version_ids=[draft.pk])
+    readiness.refresh_version_readiness(version_ids=[draft.pk])
     # then
     draft.refresh_from_db()
     assert draft.status == VersionStatus.READY
@@ -87,7 +89,7 @@ def test_activate_switches_pointer_logs_and_bumps_epoch(kb_with_ready_version, s
     version = kb.versions.get()
     epoch_before = CacheNamespace.objects.get(knowledge_base=kb).cache_epoch
     # when
-    activation = services.activate_version(version=version, actor=staff_user, reason="上线")
+    activation = catalog_services.activate_version(version=version, actor=staff_user, reason="上线")
     # then
     kb.refresh_from_db()
     version.refresh_from_db()
@@ -107,7 +109,7 @@ def test_activate_demotes_previous_active_to_ready(kb_with_active_version, staff
     old = kb.active_version
     new = make_ready_version(kb)
     # when
-    activation = services.activate_version(version=new, actor=staff_user)
+    activation = catalog_services.activate_version(version=new, actor=staff_user)
     # then
     old.refresh_from_db()
     kb.refresh_from_db()
@@ -123,7 +125,7 @@ def test_activate_refuses_non_ready_versions(kb, staff_user, status):
     version = KnowledgeBaseVersion.objects.create(knowledge_base=kb, number=7, status=status)
     # when
     with pytest.raises(InvalidTransition) as error:
-        services.activate_version(version=version, actor=staff_user)
+        catalog_services.activate_version(version=version, actor=staff_user)
     # then
     assert error.value.code == "version_not_ready"
     kb.refresh_from_db()
@@ -133,7 +135,7 @@ def test_activate_refuses_non_ready_versions(kb, staff_user, status):
 
 def test_activate_refuses_the_active_version_itself(kb_with_active_version, staff_user):
     with pytest.raises(InvalidTransition):
-        services.activate_version(version=kb_with_active_version.active_version, actor=staff_user)
+        catalog_services.activate_version(version=kb_with_active_version.active_version, actor=staff_user)
 
 
 def test_failure_mid_activation_leaves_old_version_active_and_no_log(kb_with_active_version, staff_user, monkeypatch):
@@ -150,7 +152,7 @@ def test_failure_mid_activation_leaves_old_version_active_and_no_log(kb_with_act
     monkeypatch.setattr(epochs, "bump_epoch", broken_bump)
     # when
     with pytest.raises(RuntimeError):
-        services.activate_version(version=new, actor=staff_user, reason="会失败")
+        catalog_services.activate_version(version=new, actor=staff_user, reason="会失败")
     # then
     kb.refresh_from_db()
     old.refresh_from_db()
@@ -167,7 +169,7 @@ def test_rollback_defaults_to_previous_active_version(kb_with_two_published_vers
     kb = kb_with_two_published_versions
     v1, v2 = kb.versions.order_by("number")
     # when
-    activation = services.rollback_version(kb=kb, actor=staff_user, reason="v2 有误")
+    activation = catalog_services.rollback_version(kb=kb, actor=staff_user, reason="v2 有误")
     # then
     kb.refresh_from_db()
     assert kb.active_version == v1
@@ -182,17 +184,17 @@ def test_rollback_refuses_newer_target(kb_with_two_published_versions, staff_use
     # given
     kb = kb_with_two_published_versions
     v1 = kb.versions.get(number=1)
-    services.rollback_version(kb=kb, actor=staff_user, to_version=v1)
+    catalog_services.rollback_version(kb=kb, actor=staff_user, to_version=v1)
     v2 = kb.versions.get(number=2)
     # when / then
     with pytest.raises(InvalidTransition) as error:
-        services.rollback_version(kb=kb, actor=staff_user, to_version=v2)
+        catalog_services.rollback_version(kb=kb, actor=staff_user, to_version=v2)
     assert error.value.code == "not_older_version"
 
 
 def test_rollback_without_active_version_is_refused(kb, staff_user):
     with pytest.raises(InvalidTransition) as error:
-        services.rollback_version(kb=kb, actor=staff_user)
+        catalog_services.rollback_version(kb=kb, actor=staff_user)
     assert error.value.code == "no_active_version"
 
 
@@ -200,16 +202,16 @@ def test_rollback_refuses_retired_target(kb_with_two_published_versions, staff_u
     # given
     kb = kb_with_two_published_versions
     v1 = kb.versions.get(number=1)
-    services.retire_version(version=v1, actor=staff_user)
+    catalog_services.retire_version(version=v1, actor=staff_user)
     # when / then
     with pytest.raises(InvalidTransition) as error:
-        services.rollback_version(kb=kb, actor=staff_user)
+        catalog_services.rollback_version(kb=kb, actor=staff_user)
     assert error.value.code == "no_rollback_target"
 
 
 def test_retire_refuses_active_version(kb_with_active_version, staff_user):
     with pytest.raises(InvalidTransition) as error:
-        services.retire_version(version=kb_with_active_version.active_version, actor=staff_user)
+        catalog_services.retire_version(version=kb_with_active_version.active_version, actor=staff_user)
     assert error.value.code == "version_active"
 
 
@@ -234,8 +236,8 @@ def test_ready_facts_are_the_active_versions_ready_documents(kb, staff_user):
     failed = make_document(kb, status=DocumentStatus.FAILED)
     version = make_ready_version(kb, documents=[published])
     version.documents.add(failed)  # a FAILED document inside the active set is still excluded
-    services.activate_version(version=version, actor=staff_user)
-    draft = services.create_draft_version(kb=kb, actor=staff_user)
+    catalog_services.activate_version(version=version, actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=kb, actor=staff_user)
     draft.documents.add(draft_only)
     # when
     ids = ready_document_ids_of_active_version(kb_id=kb.pk)
@@ -256,7 +258,7 @@ def test_activation_clears_the_in_process_epoch_cache_after_commit(kb_with_ready
     assert epochs.current_epoch(kb_id=kb.pk) == (first, True)
     # when
     with django_capture_on_commit_callbacks(execute=True):
-        services.activate_version(version=kb.versions.get(), actor=staff_user)
+        catalog_services.activate_version(version=kb.versions.get(), actor=staff_user)
     # then: the next read goes to the database and sees the new epoch
     assert epochs.current_epoch(kb_id=kb.pk) == (first + 1, False)
 
@@ -281,7 +283,7 @@ def test_retiring_an_old_version_keeps_documents_the_active_one_still_holds(kb_w
     shared = set(v1.documents.values_list("pk", flat=True))
     # when
     with django_capture_on_commit_callbacks(execute=True):
-        services.retire_version(version=v1, actor=staff_user)
+        catalog_services.retire_version(version=v1, actor=staff_user)
     # then
     from knowledge.models import Document
 
@@ -293,9 +295,9 @@ def test_rollback_to_a_chosen_older_version_not_only_the_previous_one(kb_with_tw
     # given: v1, v2 and now v3 have been published
     kb = kb_with_two_published_versions
     v3 = make_ready_version(kb)
-    services.activate_version(version=v3, actor=staff_user)
+    catalog_services.activate_version(version=v3, actor=staff_user)
     # when
-    services.rollback_version(kb=kb, actor=staff_user, to_version=kb.versions.get(number=1))
+    catalog_services.rollback_version(kb=kb, actor=staff_user, to_version=kb.versions.get(number=1))
     # then
     kb.refresh_from_db()
     assert kb.active_version.number == 1

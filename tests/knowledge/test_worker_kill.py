@@ -15,8 +15,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
-from knowledge import services
-from knowledge.consistency import check_knowledge_base
+from knowledge.documents import services as document_services
+from knowledge.documents.consistency import check_knowledge_base
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBaseVersion, VersionStatus
 from tests.conftest import make_kb
 
@@ -46,7 +46,7 @@ def worker(env: dict[str, str]) -> subprocess.Popen:
 def test_a_worker_killed_mid_document_loses_nothing(milvus, media_root, database_tasks, settings, tmp_path):
     # given: ten queued documents of one draft, and two workers on the test database
     kb = make_kb()
-    services.upload_documents(
+    document_services.upload_documents(
         kb=kb, actor=None,
         files=[SimpleUploadedFile(f"制度{n}.txt", long_text(n).encode()) for n in range(DOCUMENTS)],
     )

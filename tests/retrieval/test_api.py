@@ -8,7 +8,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import OperationalError
 from django.urls import reverse
 
-from knowledge import epochs, services
+from knowledge import epochs
+from knowledge.catalog import readiness
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBaseVersion, Visibility
 from tests.conftest import make_kb
 
@@ -45,13 +48,13 @@ DRAFT_ONLY = "# 草稿\n\n## 年假调整\n\n草稿中的新规定：年假调�
 @pytest.fixture
 def published_kb(milvus, run_tasks, media_root, staff_user):
     kb = make_kb(visibility=Visibility.INTERNAL)
-    services.upload_documents(
+    document_services.upload_documents(
         kb=kb, actor=staff_user,
         files=[SimpleUploadedFile("员工手册.md", HANDBOOK.encode()), SimpleUploadedFile("产品手册.md", PRODUCTS.encode())],
     )
     version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
     assert version.status == "ready"
-    services.activate_version(version=version, actor=staff_user)
+    catalog_services.activate_version(version=version, actor=staff_user)
     kb.refresh_from_db()
     cache.clear()
     epochs.l1_epochs.clear()
@@ -107,7 +110,7 @@ def test_chinese_bm25_finds_jieba_words(member_api, published_kb, question, expe
 
 def test_draft_only_and_failed_documents_never_appear(member_api, published_kb, staff_user):
     # given: a draft document with vectors in Milvus and a failed one
-    services.upload_documents(
+    document_services.upload_documents(
         kb=published_kb, actor=staff_user,
         files=[SimpleUploadedFile("草稿.md", DRAFT_ONLY.encode()), SimpleUploadedFile("空.md", b"\n\n")],
     )
@@ -205,9 +208,9 @@ def test_cache_miss_hit_then_activation_bumps_epoch(member_api, published_kb, st
     assert doc_cache_hits(second) == [True]
     assert second["results"] == first["results"]
     # when: a new version is published (same documents)
-    draft = services.create_draft_version(kb=published_kb, actor=staff_user)
-    services.mark_version_ready(version=draft)
-    services.activate_version(version=draft, actor=staff_user)
+    draft = catalog_services.create_draft_version(kb=published_kb, actor=staff_user)
+    readiness.mark_version_ready(version=draft)
+    catalog_services.activate_version(version=draft, actor=staff_user)
     third = search(member_api, published_kb, "星河X3 保修期", endpoint="explain").json()
     # then
     assert doc_cache_hits(third) == [False]
@@ -261,12 +264,12 @@ def test_kb_whose_embedding_model_the_deployment_cannot_serve_is_503(member_api,
 
 def test_asset_bytes_follow_document_visibility(client, member_user, staff_user, milvus, run_tasks, tmp_path):
     # given: a published PDF with an image, and a draft-only copy of its asset's document
-    from knowledge.demo.build import build_demo_corpus
+    from demo.build import build_demo_corpus
     from knowledge.models import DocumentAsset
 
     manual = next(p for p in build_demo_corpus(tmp_path) if p.name == "product_manual.pdf")
     kb = make_kb(visibility=Visibility.INTERNAL)
-    services.upload_documents(kb=kb, actor=staff_user, files=[SimpleUploadedFile(manual.name, manual.read_bytes())])
+    document_services.upload_documents(kb=kb, actor=staff_user, files=[SimpleUploadedFile(manual.name, manual.read_bytes())])
     asset = DocumentAsset.objects.get()
     url = f"/api/assets/{asset.pk}"
     client.force_login(member_user)
@@ -275,7 +278,7 @@ def test_asset_bytes_follow_document_visibility(client, member_user, staff_user,
     client.force_login(staff_user)
     assert client.get(url).status_code == 200  # staff see images of documents in preparation
     client.force_login(member_user)
-    services.activate_version(version=KnowledgeBaseVersion.objects.get(knowledge_base=kb), actor=staff_user)
+    catalog_services.activate_version(version=KnowledgeBaseVersion.objects.get(knowledge_base=kb), actor=staff_user)
     response = client.get(url)
     assert response.status_code == 200
     assert response["Content-Type"] == "image/jpeg"
@@ -291,10 +294,10 @@ def test_asset_bytes_follow_document_visibility(client, member_user, staff_user,
 
 def test_not_in_filter_is_pushed_down_when_it_is_shorter(member_api, published_kb, staff_user):
     # given: three READY published documents and one that is only in a draft
-    services.upload_documents(kb=published_kb, actor=staff_user, files=[SimpleUploadedFile("第三.md", "# 报销\n\n报销需在 30 天内提交。".encode())])
+    document_services.upload_documents(kb=published_kb, actor=staff_user, files=[SimpleUploadedFile("第三.md", "# 报销\n\n报销需在 30 天内提交。".encode())])
     draft = KnowledgeBaseVersion.objects.get(knowledge_base=published_kb, status="ready", number=2)
-    services.activate_version(version=draft, actor=staff_user)
-    services.upload_documents(kb=published_kb, actor=staff_user, files=[SimpleUploadedFile("草稿.md", DRAFT_ONLY.encode())])
+    catalog_services.activate_version(version=draft, actor=staff_user)
+    document_services.upload_documents(kb=published_kb, actor=staff_user, files=[SimpleUploadedFile("草稿.md", DRAFT_ONLY.encode())])
     # when
     body = search(member_api, published_kb, "年假", endpoint="explain", top_k=10).json()
     # then
@@ -305,8 +308,8 @@ def test_not_in_filter_is_pushed_down_when_it_is_shorter(member_api, published_k
 
 def test_knowledge_bases_never_see_each_others_chunks(member_api, published_kb, staff_user):
     other = make_kb(visibility=Visibility.INTERNAL)
-    services.upload_documents(kb=other, actor=staff_user, files=[SimpleUploadedFile("别的.md", "# 年假\n\n另一家公司的年假是 5 天。".encode())])
-    services.activate_version(version=KnowledgeBaseVersion.objects.get(knowledge_base=other), actor=staff_user)
+    document_services.upload_documents(kb=other, actor=staff_user, files=[SimpleUploadedFile("别的.md", "# 年假\n\n另一家公司的年假是 5 天。".encode())])
+    catalog_services.activate_version(version=KnowledgeBaseVersion.objects.get(knowledge_base=other), actor=staff_user)
     results = search(member_api, published_kb, "年假 5 天", top_k=10).json()
     assert results and "另一家公司" not in "".join(r["content"] for r in results)
 
@@ -323,7 +326,7 @@ def test_reindexing_a_published_document_retires_cached_results(member_api, publ
     old_chunks = set(Chunk.objects.filter(document=handbook).values_list("pk", flat=True))
 
     # when: the document is re-indexed in place (new chunk ids), e.g. after a parser upgrade
-    services.requeue_documents(document_ids=[handbook.pk])
+    document_services.requeue_documents(document_ids=[handbook.pk])
     epochs.l1_epochs.clear()  # other processes follow within the L1 TTL; this one at once
     after = search(member_api, published_kb, "年假有多少天", endpoint="explain").json()
 

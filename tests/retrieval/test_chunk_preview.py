@@ -13,10 +13,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from PIL import Image
 
-from knowledge import epochs, previews, services
+from knowledge import epochs, previews
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.models import Chunk, Document, KnowledgeBaseVersion, Visibility
 from tests.conftest import make_kb
-from tests.knowledge.parsing.factories import PdfText, build_pdf
+from tests.docparse.factories import PdfText, build_pdf
 from tests.knowledge.test_s3_storage import keys, s3_endpoint, s3_storage  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,7 +35,7 @@ HANDBOOK_MD = "# 员工手册\n\n## 年假\n\n入职满一年的员工每年享�
 
 
 def upload(kb, actor, *files: tuple[str, bytes]) -> list[Document]:
-    outcomes = services.upload_documents(
+    outcomes = document_services.upload_documents(
         kb=kb, actor=actor, files=[SimpleUploadedFile(name, data) for name, data in files]
     )
     return [outcome.document for outcome in outcomes]
@@ -46,7 +48,7 @@ def published_kb(milvus, run_tasks, media_root, staff_user):
     upload(kb, staff_user, ("保修说明.pdf", WARRANTY_PDF), ("员工手册.md", HANDBOOK_MD.encode()))
     version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
     assert version.status == "ready"
-    services.activate_version(version=version, actor=staff_user)
+    catalog_services.activate_version(version=version, actor=staff_user)
     kb.refresh_from_db()
     cache.clear()
     epochs.l1_epochs.clear()
@@ -211,8 +213,8 @@ def test_purging_a_document_deletes_its_previews(staff_api, milvus, run_tasks, m
     assert len(stored_previews(document)) == 1
     version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
     # when: the document is deleted and the only version holding it retired
-    services.delete_document(document=document, actor=staff_user)
-    services.retire_version(version=version, actor=staff_user)
+    catalog_services.delete_document(document=document, actor=staff_user)
+    catalog_services.retire_version(version=version, actor=staff_user)
     # then
     assert not Document.objects.filter(pk=document.pk).exists()
     assert stored_previews(document) == []
@@ -234,8 +236,8 @@ def test_previews_are_stored_and_purged_on_s3(s3_storage, staff_api, milvus, run
     assert previews.preview_key(chunk) in keys(s3_storage)
     # when: the document is purged
     version = KnowledgeBaseVersion.objects.get(knowledge_base=kb)
-    services.delete_document(document=document, actor=staff_user)
-    services.retire_version(version=version, actor=staff_user)
+    catalog_services.delete_document(document=document, actor=staff_user)
+    catalog_services.retire_version(version=version, actor=staff_user)
     # then
     assert not [key for key in keys(s3_storage) if "/previews/" in key]
 
@@ -320,7 +322,7 @@ def test_only_real_areas_count_as_previewable():
 
 
 def test_reindexing_a_document_drops_the_previews_of_its_old_chunks(staff_api, milvus, run_tasks, media_root, staff_user):
-    from knowledge.ingestion import ingest_document
+    from knowledge.documents.ingestion.tasks import ingest_document
     from knowledge.models import DocumentStatus
 
     # given: a PDF whose chunk preview was opened

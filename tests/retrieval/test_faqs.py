@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from knowledge import services
+from knowledge.faqs import services as faq_services
 from retrieval.contracts import RetrievalCancelled
 from retrieval.factory import build_faq_retrieval
 from retrieval.faqs import FaqSearchRequest
@@ -18,10 +18,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def kb_with_faqs(milvus, run_tasks, staff_user):
     kb = make_kb()
-    services.save_faq(kb=kb, question="年假有多少天？", similar_questions=["带薪年假怎么计算？"],
+    faq_services.save_faq(kb=kb, question="年假有多少天？", similar_questions=["带薪年假怎么计算？"],
                       answer="满 1 年 7 天。", actor=staff_user)
-    services.save_faq(kb=kb, question="报销要在多长时间内提交？", answer="30 天内。", actor=staff_user)
-    services.save_faq(kb=kb, question="停用的问题", answer="不应出现", enabled=False, actor=staff_user)
+    faq_services.save_faq(kb=kb, question="报销要在多长时间内提交？", answer="30 天内。", actor=staff_user)
+    faq_services.save_faq(kb=kb, question="停用的问题", answer="不应出现", enabled=False, actor=staff_user)
     return kb
 
 
@@ -54,7 +54,7 @@ def test_candidates_are_cached_under_the_epoch_and_a_faq_edit_moves_it(kb_with_f
     assert second.hits == first.hits
     # when: a FAQ is edited
     faq = kb_with_faqs.faqs.get(question="报销要在多长时间内提交？")
-    services.save_faq(kb=kb_with_faqs, faq=faq, question=faq.question, answer="60 天内。", actor=staff_user)
+    faq_services.save_faq(kb=kb_with_faqs, faq=faq, question=faq.question, answer="60 天内。", actor=staff_user)
     # then: a miss that sees the new answer
     third = search(kb_with_faqs, "报销期限")
     assert [e.hit for e in third.cache.events if e.stage == "faq_retrieval"] == [False]
@@ -89,7 +89,7 @@ def test_a_knowledge_base_without_enabled_faqs_is_not_searched(milvus, run_tasks
 
     # given: only a disabled FAQ, and a vector store that would fail if it were asked
     kb = make_kb()
-    services.save_faq(kb=kb, question="停用的问题", answer="不应出现", enabled=False, actor=staff_user)
+    faq_services.save_faq(kb=kb, question="停用的问题", answer="不应出现", enabled=False, actor=staff_user)
     settings.MILVUS_URI = "http://127.0.0.1:9"
     reset_vector_store_cache()
     # when

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from knowledge.demo.questions import QUESTIONS
+from demo.questions import QUESTIONS
 from knowledge.models import KnowledgeBase
 from retrieval.contracts import RetrievalRequest
 from retrieval.factory import build_retrieval_service

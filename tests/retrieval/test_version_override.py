@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from knowledge import services
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
 from knowledge.models import Document, KnowledgeBaseVersion, VersionStatus
 from retrieval.contracts import RetrievalRequest
 from retrieval.factory import build_retrieval_service
@@ -22,7 +23,7 @@ def retrieve(kb, question, **extra):
 
 def test_a_drafts_documents_answer_only_when_the_draft_is_asked_for(published_kb, staff_user):
     # given: a READY draft that adds a document the active version does not have
-    services.upload_documents(kb=published_kb, actor=staff_user,
+    document_services.upload_documents(kb=published_kb, actor=staff_user,
                               files=[SimpleUploadedFile("草稿.md", DRAFT_ONLY.encode())])
     draft = KnowledgeBaseVersion.objects.get(knowledge_base=published_kb, status=VersionStatus.READY)
     draft_doc = Document.objects.get(title="草稿")
@@ -60,7 +61,7 @@ def test_a_version_of_another_knowledge_base_yields_nothing(published_kb, staff_
     from tests.conftest import make_kb
 
     other = make_kb()
-    foreign = services.create_draft_version(kb=other, actor=staff_user)
+    foreign = catalog_services.create_draft_version(kb=other, actor=staff_user)
 
     # when
     response = retrieve(published_kb, "年假有几天", version_id=foreign.pk)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from knowledge import services
+from knowledge.catalog import services as catalog_services
 from knowledge.models import KnowledgeBase, Visibility
 from ragsite.errors import DomainError
 from retrieval.contracts import RetrievalError
@@ -70,7 +70,7 @@ class Command(BaseCommand):
             if not options["build"]:
                 raise CommandError(f"知识库 {options['kb']} 不存在（加 --build 创建并导入语料）。")
             try:
-                kb = services.create_knowledge_base(
+                kb = catalog_services.create_knowledge_base(
                     slug=options["kb"], name=f"评测：{dataset.name}", visibility=Visibility.INTERNAL, actor=None,
                     embedding_model=options["embedding_model"], embedding_dimension=options["embedding_dimension"],
                 )

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from knowledge.models import KnowledgeBase
 from ragsite.errors import DomainError
 
-from ...demo import DEMO_SET, demo_cases
+from ...demo import DEMO_SET, DEMO_SOURCE, demo_cases
 from ...importers import read_native_file, read_shared_dataset
 from ...selectors import eval_set_exists, has_default_eval_set
 from ...services import import_eval_set
@@ -59,7 +59,7 @@ class Command(BaseCommand):
             default = default and not has_default_eval_set(knowledge_base=kb)
         try:
             if options["demo"]:
-                cases, source = demo_cases(), "knowledge.demo.questions"
+                cases, source = demo_cases(), DEMO_SOURCE
             elif path.is_dir():
                 cases, source = read_shared_dataset(path), str(path)
             else:

@@ -9,8 +9,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from ... import bulk, services
-from ...models import Document, DocumentStatus, KnowledgeBase, Visibility
+from knowledge.documents import bulk
+from knowledge.catalog import services as catalog_services
+from knowledge.faqs import services as faq_services
+from knowledge.models import Document, DocumentStatus, KnowledgeBase, Visibility
 
 DEMO_SLUG = "demo"
 
@@ -43,9 +45,9 @@ class Command(BaseCommand):
         self.stdout.write(f"  密码:   {password}")
 
     def _load_demo(self) -> None:
-        from ...demo.build import build_demo_corpus
-        from ...demo.content import MANIFEST
-        from ...demo.faqs import FAQS
+        from demo.build import build_demo_corpus
+        from demo.content import MANIFEST
+        from demo.faqs import FAQS
 
         out_dir = settings.VAR_DIR / "demo"
         self.stdout.write("正在生成并导入演示知识库（首次运行需要几十秒，含扫描件 OCR）…")
@@ -54,13 +56,13 @@ class Command(BaseCommand):
         except (OSError, RuntimeError) as exc:
             raise CommandError(f"生成演示文档失败：{exc}") from exc
         with transaction.atomic():
-            kb = services.create_knowledge_base(
+            kb = catalog_services.create_knowledge_base(
                 slug=DEMO_SLUG, name="星河智造演示知识库",
                 description="虚构公司「星河智造」的员工手册、IT 服务台指南和产品手册，用于体验问答与引用。",
                 visibility=Visibility.PUBLIC, support_contact="IT 服务台（分机 8000）", actor=None,
             )
             for faq in FAQS:
-                services.save_faq(
+                faq_services.save_faq(
                     kb=kb, question=faq["question"], answer=faq["answer"],
                     similar_questions=faq.get("similar_questions", []),
                     source_tag=faq.get("source_tag", ""), actor=None,

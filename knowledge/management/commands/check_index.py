@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from engines.ports import VectorStoreError
 
-from ...consistency import check_knowledge_base, repair
-from ...models import KnowledgeBase
+from knowledge.documents.consistency import check_knowledge_base, repair
+from knowledge.models import KnowledgeBase
 
 
 class Command(BaseCommand):

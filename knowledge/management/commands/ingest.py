@@ -8,8 +8,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ragsite.errors import DomainError
 
-from ... import bulk, services
-from ...models import Document, DocumentStatus, KnowledgeBase
+from knowledge.documents import bulk
+from knowledge.catalog import services as catalog_services
+from knowledge.models import Document, DocumentStatus, KnowledgeBase
 
 
 class Command(BaseCommand):
@@ -81,7 +82,7 @@ class Command(BaseCommand):
         if not options["create"]:
             raise CommandError(f"知识库 {options['kb']} 不存在（加 --create 自动创建）。")
         try:
-            return services.create_knowledge_base(
+            return catalog_services.create_knowledge_base(
                 slug=options["kb"], name=options["name"] or options["kb"],
                 visibility=options["visibility"], actor=None, embedding_model=options["embedding_model"],
             )

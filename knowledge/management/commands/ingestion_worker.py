@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
 
-from ...document_status import lease_seconds
-from ...ingestion import requeue_stale_documents
+from knowledge.documents.status import lease_seconds
+from knowledge.documents.ingestion.queue import requeue_stale_documents
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from engines.ports import ChatMessage, ProviderUnavailable
 from engines.providers.local import ExtractiveChatModel
-from knowledge import epochs, services
+from knowledge import epochs
+from knowledge.catalog import services as catalog_services
+from knowledge.documents import services as document_services
+from knowledge.faqs import services as faq_services
 from knowledge.models import KnowledgeBaseVersion, Visibility
 from tests.conftest import make_kb
 
@@ -43,9 +46,9 @@ VPN 空闲 30 分钟后自动断开，同一账号最多 2 台设备同时连接
 
 
 def publish(kb, files, actor):
-    services.upload_documents(kb=kb, actor=actor, files=[SimpleUploadedFile(n, t.encode()) for n, t in files])
+    document_services.upload_documents(kb=kb, actor=actor, files=[SimpleUploadedFile(n, t.encode()) for n, t in files])
     version = KnowledgeBaseVersion.objects.get(knowledge_base=kb, status="ready")
-    services.activate_version(version=version, actor=actor)
+    catalog_services.activate_version(version=version, actor=actor)
     kb.refresh_from_db()
     cache.clear()
     epochs.l1_epochs.clear()
@@ -56,9 +59,9 @@ def publish(kb, files, actor):
 def handbook_kb(milvus, run_tasks, media_root, staff_user):
     kb = make_kb(visibility=Visibility.PUBLIC)
     publish(kb, [("员工手册.md", HANDBOOK), ("产品手册.md", PRODUCTS)], staff_user)
-    services.save_faq(kb=kb, question="年假有多少天？", similar_questions=["带薪年假怎么计算？"],
+    faq_services.save_faq(kb=kb, question="年假有多少天？", similar_questions=["带薪年假怎么计算？"],
                       answer="满 1 年不满 10 年：**7 天**。", actor=staff_user)
-    services.save_faq(kb=kb, question="在家怎么连接公司 VPN？", answer="安装 XH-Connect 客户端，用域账号登录。", actor=staff_user)
+    faq_services.save_faq(kb=kb, question="在家怎么连接公司 VPN？", answer="安装 XH-Connect 客户端，用域账号登录。", actor=staff_user)
     cache.clear()
     return kb
 

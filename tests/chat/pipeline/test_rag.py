@@ -124,9 +124,9 @@ def test_a_scope_with_one_published_base_is_not_called_unpublished(handbook_kb, 
 
 def test_a_similar_faq_answers_directly_only_above_the_threshold(handbook_kb, recording_model, staff_user):
     # given: a FAQ whose phrasing differs from the question only by punctuation-free wording
-    from knowledge import services
+    from knowledge.faqs import services as faq_services
 
-    services.save_faq(kb=handbook_kb, question="VPN 最多几台设备同时连接", answer="最多 2 台。", actor=staff_user)
+    faq_services.save_faq(kb=handbook_kb, question="VPN 最多几台设备同时连接", answer="最多 2 台。", actor=staff_user)
     # when: close enough to be the same question
     _, close = ask(handbook_kb, "VPN最多能几台设备同时连接？", model=recording_model)
     # then

@@ -1,0 +1,1 @@
+"""Curated FAQs: their writes (`services`), their vector index (`index`) and reads (`selectors`)."""

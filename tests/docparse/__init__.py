@@ -1,0 +1,1 @@
+"""Tests of the Django-free document parsers and chunker."""
