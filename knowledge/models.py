@@ -223,6 +223,51 @@ class VersionActivation(models.Model):
         return gettext("%(kb)s：%(action)s v%(from)s → v%(to)s") % {**words, "from": self.from_version.number}
 
 
+class AuditAction(models.TextChoices):
+    KB_CREATED = "kb_created", _("创建知识库")
+    KB_UPDATED = "kb_updated", _("修改知识库设置")
+    KB_DELETED = "kb_deleted", _("删除知识库")
+    DRAFT_CREATED = "draft_created", _("新建草稿版本")
+    VERSION_RETIRED = "version_retired", _("退役版本")
+    DOCUMENTS_UPLOADED = "documents_uploaded", _("上传文档")
+    DOCUMENT_DELETED = "document_deleted", _("删除文档")
+    DOCUMENT_RETRIED = "document_retried", _("重试文档")
+    REANALYSIS_SCHEDULED = "reanalysis_scheduled", _("按词典重建索引")
+    FAQ_CREATED = "faq_created", _("新增 FAQ")
+    FAQ_UPDATED = "faq_updated", _("修改 FAQ")
+    FAQ_DELETED = "faq_deleted", _("删除 FAQ")
+    CACHE_CLEARED = "cache_cleared", _("清除检索缓存")
+
+
+class AuditEntry(models.Model):
+    """Append-only log of the writes staff make to a knowledge base, who made them and to what
+    (publishing and rollback have their own log, `VersionActivation`). A deleted knowledge
+    base's entries stay, with its identifier, for superusers."""
+
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, verbose_name=_("知识库"), null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="audit_entries",
+    )
+    knowledge_base_slug = models.CharField(_("知识库标识"), max_length=64)
+    action = models.CharField(_("操作"), max_length=32, choices=AuditAction.choices)
+    target = models.CharField(_("对象"), max_length=300, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("操作人"), null=True, blank=True,
+        on_delete=models.SET_NULL, related_name="+",
+    )
+    created_at = models.DateTimeField(_("时间"), auto_now_add=True, db_index=True)
+
+    class Meta:
+        verbose_name = _("操作记录")
+        verbose_name_plural = _("操作记录")
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return gettext("%(kb)s：%(action)s %(target)s") % {
+            "kb": self.knowledge_base_slug, "action": self.get_action_display(), "target": self.target,
+        }
+
+
 class DocumentStatus(models.TextChoices):
     UPLOADED = "uploaded", _("已上传")
     QUEUED = "queued", _("排队中")

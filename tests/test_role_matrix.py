@@ -40,7 +40,7 @@ from evaluation.models import EvalCase, EvalRun, EvalSet
 from knowledge.catalog import services as catalog_services
 from knowledge.faqs import services as faq_services
 from knowledge.access import Role
-from knowledge.models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, Visibility
+from knowledge.models import AuditEntry, Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, Visibility
 from tests.chat.conftest import csrf_pair, live_chat_server, post_stream, session_cookie_for, ws_url
 from tests.conftest import make_document, make_kb, make_ready_version
 
@@ -124,7 +124,7 @@ def world(db, media_root) -> World:
         "asset": asset.pk, "faq": faq.pk, "conversation": conversation.pk, "trace": trace.pk,
         "activation": activation.pk, "eval_set": eval_set.pk, "runs": [r.pk for r in runs], "token": token.pk,
         "namespace": kb.cache_namespace.pk, "version_pk": v1.pk, "member_pk": users["member"].pk,
-        "group": members.pk,
+        "group": members.pk, "audit": AuditEntry.objects.filter(knowledge_base=kb).latest("pk").pk,
     })
 
 
@@ -247,6 +247,7 @@ ADMIN_MODELS = {
     "knowledge/knowledgebase": AdminModel(SCOPED, "kb_pk", add="creator", delete="publisher"),
     "knowledge/knowledgebaseversion": AdminModel(SCOPED, "version_pk", add=None, delete=None),
     "knowledge/versionactivation": AdminModel(SCOPED, "activation", add=None, delete=None),
+    "knowledge/auditentry": AdminModel(SCOPED, "audit", add=None, delete=None),
     "knowledge/document": AdminModel(SCOPED, "published", add=None, delete=None),
     "knowledge/chunk": AdminModel(SCOPED, "chunk", add=None, delete=None),
     "knowledge/documentasset": AdminModel(SCOPED, "asset", add=None, delete=None),

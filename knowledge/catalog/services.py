@@ -22,7 +22,7 @@ from django.utils.translation import gettext as _
 from engines.providers import embedding_space
 from ragsite.errors import Conflict, InvalidTransition, ValidationFailed
 
-from knowledge import epochs, events
+from knowledge import audit, epochs, events
 from knowledge.actors import Actor, acts_as_superuser, shares_group, user_or_none, validate_model
 from knowledge.catalog.readiness import refresh_readiness_after_commit
 from knowledge.catalog.release_gate import blocking_reason, release_gate
@@ -31,6 +31,7 @@ from knowledge.cleanup import schedule_knowledge_base_purge, schedule_purge
 from knowledge.links import normalise_link_hosts
 from knowledge.models import (
     ActivationAction,
+    AuditAction,
     CacheNamespace,
     Document,
     KnowledgeBase,
@@ -104,6 +105,7 @@ def create_knowledge_base(
     kb.editor_groups.set(editor_groups)
     kb.publisher_groups.set(publisher_groups)
     CacheNamespace.objects.create(scope=epochs.scope_for_kb(kb.pk), knowledge_base=kb, cache_epoch=1)
+    audit.record(kb=kb, actor=actor, action=AuditAction.KB_CREATED, target=kb.name)
     return kb
 
 
@@ -151,6 +153,14 @@ def update_knowledge_base(
     if visibility is not None or allowed_groups is not None:
         # Cached candidates are keyed by visibility scope; make sure none outlives a change.
         epochs.bump_epoch(kb_id=kb.pk)
+    given = {
+        "name": name, "description": description, "visibility": visibility, "allowed_groups": allowed_groups,
+        "editor_groups": editor_groups, "publisher_groups": publisher_groups, "support_contact": support_contact,
+        "custom_terms": custom_terms, "link_allowed_hosts": link_allowed_hosts,
+        "release_max_regression_points": None if release_max_regression_points is UNCHANGED else True,
+    }
+    changed = "、".join(str(KnowledgeBase._meta.get_field(field).verbose_name) for field, value in given.items() if value is not None)
+    audit.record(kb=kb, actor=actor, action=AuditAction.KB_UPDATED, target=changed)
     return kb
 
 
@@ -185,6 +195,7 @@ def create_draft_version(
     )
     if base is not None:
         version.documents.set(base.documents.all())
+    audit.record(kb=kb, actor=actor, action=AuditAction.DRAFT_CREATED, target=f"v{version.number}")
     return version
 
 
@@ -334,6 +345,7 @@ def retire_version(*, version: KnowledgeBaseVersion, actor: Actor) -> KnowledgeB
     version.status = VersionStatus.RETIRED
     version.retired_at = timezone.now()
     version.save(update_fields=["status", "retired_at"])
+    audit.record(kb=version.knowledge_base, actor=actor, action=AuditAction.VERSION_RETIRED, target=f"v{version.number}")
     for document in version.documents.all():
         _purge_if_unreachable(document)
     return version
@@ -368,6 +380,7 @@ def delete_knowledge_base(*, kb: KnowledgeBase, actor: Actor) -> KnowledgeBaseCo
     # The active pointer and the activation log protect versions from a plain cascade.
     KnowledgeBase.objects.filter(pk=kb.pk).update(active_version=None)
     VersionActivation.objects.filter(knowledge_base=kb).delete()
+    audit.record(kb=kb, actor=actor, action=AuditAction.KB_DELETED, target=kb.name)
     kb.delete()
     return contents
 
@@ -398,6 +411,7 @@ def delete_document(*, document: Document, actor: Actor) -> DeletionOutcome:
     retained = () if purged else tuple(
         retained_versions_holding(document=document).values_list("number", flat=True)
     )
+    audit.record(kb=kb, actor=actor, action=AuditAction.DOCUMENT_DELETED, target=document.title)
     return DeletionOutcome(removed_from_draft=in_draft, purged=purged, retained_by=retained)
 
 
@@ -411,6 +425,7 @@ def _purge_if_unreachable(document: Document) -> bool:
 
 @transaction.atomic
 def invalidate_cache(*, kb: KnowledgeBase, actor: Actor) -> int:
+    audit.record(kb=kb, actor=actor, action=AuditAction.CACHE_CLEARED)
     return epochs.bump_epoch(kb_id=kb.pk)
 
 

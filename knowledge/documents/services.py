@@ -18,12 +18,13 @@ from django.utils.translation import gettext as _
 from ragsite.errors import Conflict, InvalidTransition, ServiceUnavailable, ValidationFailed
 
 from engines.analysis import LEGACY_ANALYSIS
+from knowledge import audit
 from knowledge.actors import Actor, user_or_none
 from knowledge.catalog.services import draft_for_writing
 from knowledge.documents.ingestion.queue import queue_documents
 from knowledge.documents.reanalysis import reanalyse_task
 from knowledge.documents.sniffing import FileRejected, SniffResult, sniff
-from knowledge.models import Document, DocumentStatus, KnowledgeBase
+from knowledge.models import AuditAction, Document, DocumentStatus, KnowledgeBase
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,10 @@ def _register_uploads(
     Document.objects.bulk_create(created, batch_size=500)
     draft.documents.add(*known.values())
     queue_documents(document_ids=queued + [d.pk for d in created])
+    if created or queued:
+        names = [d.original_name for d in created] + [d.original_name for d in Document.objects.filter(pk__in=queued)]
+        audit.record(kb=kb, actor=actor, action=AuditAction.DOCUMENTS_UPLOADED,
+                     target=_("%(n)d 个文件：%(names)s") % {"n": len(names), "names": "、".join(names[:5]) + ("…" if len(names) > 5 else "")})
     fresh = Document.objects.in_bulk([known[sha].pk for sha, _dup in slots])
     return [UploadOutcome(document=fresh[known[sha].pk], duplicate=duplicate) for sha, duplicate in slots]
 
@@ -252,7 +257,7 @@ def schedule_reanalysis(*, kb: KnowledgeBase, actor: Actor) -> None:
             code="legacy_text_analysis",
         )
     kb_id = kb.pk
-
+    audit.record(kb=kb, actor=actor, action=AuditAction.REANALYSIS_SCHEDULED)
     transaction.on_commit(lambda: reanalyse_task.enqueue(kb_id=kb_id))
 
 
@@ -271,6 +276,7 @@ def retry_document(*, document: Document, actor: Actor) -> Document:
             code="document_not_failed",
         )
     queue_documents(document_ids=[document.pk], fresh_attempts=True)
+    audit.record(kb=document.knowledge_base, actor=actor, action=AuditAction.DOCUMENT_RETRIED, target=document.title)
     document.refresh_from_db()
     return document
 

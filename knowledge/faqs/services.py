@@ -12,10 +12,10 @@ from django.utils.translation import gettext as _
 
 from ragsite.errors import Conflict, ValidationFailed
 
-from knowledge import epochs
+from knowledge import audit, epochs
 from knowledge.actors import Actor, user_or_none
 from knowledge.faqs.index import schedule_faq_reindex
-from knowledge.models import FAQ, KnowledgeBase
+from knowledge.models import FAQ, AuditAction, KnowledgeBase
 
 
 @transaction.atomic
@@ -42,6 +42,7 @@ def save_faq(
         duplicate = duplicate.exclude(pk=faq.pk)
     if duplicate.exists():
         raise Conflict(_("已存在相同的标准问题。"), code="faq_duplicate")
+    action = AuditAction.FAQ_UPDATED if faq is not None else AuditAction.FAQ_CREATED
     if faq is None:
         faq = FAQ(knowledge_base=kb, created_by=user_or_none(actor))
     faq.question = question
@@ -51,12 +52,14 @@ def save_faq(
     faq.enabled = enabled
     faq.save()
     _faq_changed(kb_id=kb.pk, faq_ids=[faq.pk])
+    audit.record(kb=kb, actor=actor, action=action, target=question)
     return faq
 
 
 @transaction.atomic
 def delete_faq(*, faq: FAQ, actor: Actor) -> None:
     kb_id, faq_id = faq.knowledge_base_id, faq.pk
+    audit.record(kb=faq.knowledge_base, actor=actor, action=AuditAction.FAQ_DELETED, target=faq.question)
     faq.delete()
     _faq_changed(kb_id=kb_id, faq_ids=[faq_id])
 
