@@ -9,7 +9,7 @@ waiting answer costs no thread.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -263,3 +263,22 @@ class VectorStore(Protocol):
         self, *, kb_id: int, query: str, limit: int, dictionary: Sequence[str] = (),
         also_kb_ids: Sequence[int] = (),
     ) -> list[VectorHit]: ...
+
+    # Upkeep: the consistency check, a dictionary change, a deleted knowledge base, start-up.
+    def chunk_ids(self, *, kb_id: int) -> dict[int, int]:
+        """Chunk id → document id of every chunk the store holds for the knowledge base."""
+
+    def delete_chunks(self, *, kb_id: int, chunk_ids: Sequence[int]) -> None: ...
+
+    def reanalyse_chunks(self, *, kb_id: int, contents: Mapping[int, str], dictionary: Sequence[str]) -> int:
+        """Rewrite the sparse terms of these chunks (vectors kept); returns rows rewritten."""
+
+    def delete_knowledge_base(self, *, kb_id: int) -> None: ...
+
+    def ensure_collections(self) -> None:
+        """Create what the store needs for this embedding space, if missing (idempotent)."""
+
+    def ping(self) -> None:
+        """Raise VectorStoreUnavailable when the store cannot be reached."""
+
+    def close(self) -> None: ...

@@ -10,7 +10,7 @@ import logging
 
 from django.db import transaction
 
-from engines.milvus_store import get_vector_store
+from engines.providers import get_vector_store
 from engines.ports import VectorStoreError
 
 from knowledge.models import Document, DocumentAsset, KnowledgeBase

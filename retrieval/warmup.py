@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections
 
 from engines import glossary, lexical
-from engines.milvus_store import get_vector_store
+from engines.providers import get_vector_store
 from engines.ports import VectorStoreError
 from engines.providers import get_embedder
 from engines.tokens import count_tokens

