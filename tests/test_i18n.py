@@ -72,3 +72,23 @@ def test_every_chinese_msgid_has_an_english_translation():
 def test_english_is_served_from_the_compiled_catalog():
     with translation.override("en"):
         assert translation.gettext("知识库") != "知识库"
+
+
+def test_no_catalog_defines_a_message_twice_or_leaves_a_fragment():
+    # given: every catalog of the project, read block by block as gettext reads it
+    for po in sorted((ROOT / "locale").glob("*/LC_MESSAGES/*.po")):
+        seen, problems = set(), []
+        for number, block in enumerate(po.read_text(encoding="utf-8").split("\n\n")):
+            lines = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+            if not lines:
+                continue
+            # when: its key is the context and the message id
+            if not any(line.startswith("msgid ") for line in lines):
+                problems.append(f"block {number}: text without a msgid: {lines[0][:60]}")
+                continue
+            key = tuple(line for line in lines if line.startswith(("msgctxt ", "msgid ")))
+            if key in seen:
+                problems.append(f"block {number}: {key[-1][:60]} defined again")
+            seen.add(key)
+        # then: msgfmt --check would accept it
+        assert problems == [], po
