@@ -8,6 +8,7 @@ file (translated at run time with gettext).
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 import runpy
 import tomllib
@@ -86,7 +87,8 @@ def test_no_catalog_defines_a_message_twice_or_leaves_a_fragment():
             if not any(line.startswith("msgid ") for line in lines):
                 problems.append(f"block {number}: text without a msgid: {lines[0][:60]}")
                 continue
-            key = tuple(line for line in lines if line.startswith(("msgctxt ", "msgid ")))
+            # The context and id with their continuation lines, up to the first msgid_plural/msgstr.
+            key = tuple(itertools.takewhile(lambda line: not line.startswith(("msgid_plural", "msgstr")), lines))
             if key in seen:
                 problems.append(f"block {number}: {key[-1][:60]} defined again")
             seen.add(key)
