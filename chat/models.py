@@ -15,8 +15,10 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from chat.contracts import Route
 from knowledge.models import KnowledgeBase
 
 
@@ -95,7 +97,7 @@ class Message(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.role}: {self.content[:40]}"
+        return f"{self.get_role_display()}：{self.content[:40]}"
 
 
 class ChatEvidence(models.Model):
@@ -122,7 +124,7 @@ class ChatEvidence(models.Model):
         verbose_name_plural = _("回答证据")
 
     def __str__(self) -> str:
-        return f"evidence of message {self.message_id}"
+        return gettext("消息 %(id)s 的依据") % {"id": self.message_id}
 
 
 class TraceStatus(models.TextChoices):
@@ -180,7 +182,7 @@ class QueryTrace(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.trace_id} {self.route or '-'}"
+        return f"{self.trace_id} · {Route.label_of(self.route)}"
 
     @property
     def full_details(self) -> dict:
