@@ -34,7 +34,7 @@ from .models import Conversation, Message, MessageRole, QueryTrace
 CONFIDENCE_COLOURS = {"high": "#15803d", "medium": "#b45309", "low": "#b91c1c"}
 # The media of pages that show answers: the chat page's markdown renderer and sanitizer, and the
 # script that renders each answer with them.
-ANSWER_MEDIA_JS = ["vendor/marked/marked.umd.js", "vendor/dompurify/purify.min.js", "chat/admin_answer.js"]
+ANSWER_MEDIA_JS = ["vendor/marked/marked.umd.js", "vendor/dompurify/purify.min.js", "chat/answer_markdown.js", "chat/admin_answer.js"]
 # An answer's citation marker, shown as "[来源 N]" until the page renders the markdown.
 CITATION_MARKER = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
 

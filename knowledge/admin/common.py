@@ -19,7 +19,7 @@ from knowledge.forms import SwitchVersionForm
 ADMIN_CSS = {"all": ["knowledge/admin.css"]}
 # FAQ answers are markdown: the admin renders them with the answering admin's renderer (the chat
 # page's marked and DOMPurify, nothing in an answer followed), from a JSON data block per answer.
-FAQ_ANSWER_JS = ["vendor/marked/marked.umd.js", "vendor/dompurify/purify.min.js", "chat/admin_answer.js"]
+FAQ_ANSWER_JS = ["vendor/marked/marked.umd.js", "vendor/dompurify/purify.min.js", "chat/answer_markdown.js", "chat/admin_answer.js"]
 
 # 生效中 (active) and 就绪 (ready) must not look alike: one answers questions, the other could.
 STATUS_COLOURS = {

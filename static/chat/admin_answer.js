@@ -11,16 +11,10 @@
 (function () {
   "use strict";
 
-  if (!window.marked || !window.DOMPurify) return;
+  if (!window.marked || !window.DOMPurify || !window.ragsiteAnswerMarkdown) return;
 
-  function escapeHtml(text) {
-    return String(text)
-      .replace(/&/g, "&amp;")
-      .replace(/</g, "&lt;")
-      .replace(/>/g, "&gt;")
-      .replace(/"/g, "&quot;")
-      .replace(/'/g, "&#39;");
-  }
+  var answerMarkdown = window.ragsiteAnswerMarkdown;  // answer_markdown.js
+  var escapeHtml = answerMarkdown.escapeHtml;
 
   // What the answer being rendered may show: its citation numbers and image ids.
   var context = { numbers: new Set(), assets: new Set(), assetUrl: "" };
@@ -28,9 +22,7 @@
   var markdown = new window.marked.Marked({ gfm: true, breaks: true, async: false });
   markdown.use({
     renderer: {
-      html: function (token) {
-        return token.block ? '<p class="raw">' + escapeHtml(token.text) + "</p>" : escapeHtml(token.text);
-      },
+      html: answerMarkdown.rawHtml,
       link: function (token) {
         var inner = this.parser.parseInline(token.tokens);
         var href = String(token.href || "");
@@ -39,11 +31,7 @@
           if (!context.numbers.has(parseInt(cite[1], 10))) return "[" + inner + "]";
           return '<span class="chat-cite" title="' + escapeHtml(href) + '">' + inner + "</span>";
         }
-        var text = String(token.text || "");
-        if (href === text || href === "mailto:" + text || href === "http://" + text) {
-          return '<code class="address">' + escapeHtml(text) + "</code>";
-        }
-        return inner + ' (<code class="address">' + escapeHtml(href) + "</code>)";
+        return answerMarkdown.shownAddress(token, inner);
       },
       image: function (token) {
         var match = /^asset:\/\/(\d+)$/.exec(String(token.href || "").trim());
@@ -64,14 +52,10 @@
   });
 
   var PURIFY = {
-    ALLOWED_TAGS: [
-      "p", "br", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",
-      "table", "thead", "tbody", "tr", "th", "td", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
-      "img", "span",
-    ],
+    ALLOWED_TAGS: answerMarkdown.TAGS.concat(["img", "span"]),
     ALLOWED_ATTR: ["src", "alt", "title", "class", "align", "start"],
     ALLOW_DATA_ATTR: false,
-    ALLOWED_URI_REGEXP: /^(?:(?:https?|mailto):|[^a-z]|[a-z+.\-]+(?:[^a-z+.\-:]|$))/i,
+    ALLOWED_URI_REGEXP: answerMarkdown.URI,
   };
 
   function render(target) {

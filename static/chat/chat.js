@@ -77,14 +77,8 @@
     return element;
   }
 
-  function escapeHtml(text) {
-    return String(text)
-      .replace(/&/g, "&amp;")
-      .replace(/</g, "&lt;")
-      .replace(/>/g, "&gt;")
-      .replace(/"/g, "&quot;")
-      .replace(/'/g, "&#39;");
-  }
+  var answerMarkdown = window.ragsiteAnswerMarkdown;  // answer_markdown.js
+  var escapeHtml = answerMarkdown.escapeHtml;
 
   function csrfToken() {
     var name = config.csrf_cookie_name + "=";
@@ -307,10 +301,7 @@
   var markdown = new window.marked.Marked({ gfm: true, breaks: true, async: false });
   markdown.use({
     renderer: {
-      html: function (token) {
-        // Raw HTML in an answer is shown, never interpreted.
-        return token.block ? '<p class="raw">' + escapeHtml(token.text) + "</p>" : escapeHtml(token.text);
-      },
+      html: answerMarkdown.rawHtml,
       link: function (token) {
         var inner = this.parser.parseInline(token.tokens);
         var href = String(token.href || "");
@@ -331,13 +322,7 @@
         if (linkAllowed(href, renderContext.hosts)) {
           return '<a href="' + escapeHtml(href) + '">' + inner + "</a>";
         }
-        // Shown, not followed: the address in full, as text. An address GFM autolinked out of
-        // running text (or an autolink `<…>`) is its own label: shown once.
-        var text = String(token.text || "");
-        if (href === text || href === "mailto:" + text || href === "http://" + text) {
-          return '<code class="address">' + escapeHtml(text) + "</code>";
-        }
-        return inner + ' (<code class="address">' + escapeHtml(href) + "</code>)";
+        return answerMarkdown.shownAddress(token, inner);
       },
       image: function (token) {
         var match = /^asset:\/\/(\d+)$/.exec(String(token.href || "").trim());
@@ -370,16 +355,10 @@
   });
 
   var PURIFY = {
-    ALLOWED_TAGS: [
-      "p", "br", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",
-      "table", "thead", "tbody", "tr", "th", "td", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
-      "a", "img", "button", "span",
-    ],
+    ALLOWED_TAGS: answerMarkdown.TAGS.concat(["a", "img", "button", "span"]),
     ALLOWED_ATTR: ["href", "src", "alt", "title", "class", "type", "align", "start", "data-cite", "data-line"],
     ALLOW_DATA_ATTR: false,
-    // DOMPurify's default minus every scheme but http(s) and mailto (it also checks plain
-    // attribute values with it: scheme-less values must keep passing).
-    ALLOWED_URI_REGEXP: /^(?:(?:https?|mailto):|[^a-z]|[a-z+.\-]+(?:[^a-z+.\-:]|$))/i,
+    ALLOWED_URI_REGEXP: answerMarkdown.URI,
   };
 
   function citationSets(citations, hosts) {

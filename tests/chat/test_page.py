@@ -159,7 +159,7 @@ def test_scripts_and_styles_it_loads_are_served(client):
     html = client.get("/").content.decode()
     urls = re.findall(r'(?:src|href)="(/static/[^"]+)"', html)
     assert {"/static/vendor/marked/marked.umd.js", "/static/vendor/dompurify/purify.min.js",
-            "/static/chat/chat.js", "/static/chat/chat.css"} <= set(urls)
+            "/static/chat/answer_markdown.js", "/static/chat/chat.js", "/static/chat/chat.css"} <= set(urls)
     for url in urls:
         assert static_body(client, url)
     assert b"marked v18.2.1" in static_body(client, "/static/vendor/marked/marked.umd.js")
