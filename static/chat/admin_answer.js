@@ -34,12 +34,7 @@
         return answerMarkdown.shownAddress(token, inner);
       },
       image: function (token) {
-        var match = /^asset:\/\/(\d+)$/.exec(String(token.href || "").trim());
-        if (!match || !context.assets.has(parseInt(match[1], 10))) return "";
-        return (
-          '<img class="chat-answer-image" src="' + escapeHtml(context.assetUrl + match[1]) + '" alt="' +
-          escapeHtml(token.text || "") + '">'
-        );
+        return answerMarkdown.assetImage(token, context.assets, context.assetUrl, "chat-answer-image");
       },
     },
   });

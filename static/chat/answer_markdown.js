@@ -32,10 +32,21 @@
     return inner + ' (<code class="address">' + escapeHtml(href) + "</code>)";
   }
 
+  // An image only when it is `asset://ID` of an image the answer's citations carry.
+  function assetImage(token, assets, baseUrl, className) {
+    var match = /^asset:\/\/(\d+)$/.exec(String(token.href || "").trim());
+    if (!match || !assets.has(parseInt(match[1], 10))) return "";
+    return (
+      '<img class="' + className + '" src="' + escapeHtml(baseUrl + match[1]) + '" alt="' +
+      escapeHtml(token.text || "") + '">'
+    );
+  }
+
   window.ragsiteAnswerMarkdown = {
     escapeHtml: escapeHtml,
     rawHtml: rawHtml,
     shownAddress: shownAddress,
+    assetImage: assetImage,
     TAGS: [
       "p", "br", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",
       "table", "thead", "tbody", "tr", "th", "td", "h1", "h2", "h3", "h4", "h5", "h6", "hr",

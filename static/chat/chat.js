@@ -325,12 +325,7 @@
         return answerMarkdown.shownAddress(token, inner);
       },
       image: function (token) {
-        var match = /^asset:\/\/(\d+)$/.exec(String(token.href || "").trim());
-        if (!match || !renderContext.assets.has(parseInt(match[1], 10))) return "";
-        return (
-          '<img class="answer-image" src="' + config.urls.assets + match[1] + '" alt="' +
-          escapeHtml(token.text || "") + '">'
-        );
+        return answerMarkdown.assetImage(token, renderContext.assets, config.urls.assets, "answer-image");
       },
     },
   });
