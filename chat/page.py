@@ -12,6 +12,7 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from chat.labels import REASONS
 from knowledge.access import readable_knowledge_bases
 from knowledge.faqs.selectors import example_questions
 
@@ -54,30 +55,13 @@ CATALOG = {
     "locator_sheet": _("工作表 {sheet} {cells}"),
     "locator_slide": _("第 {slide} 张幻灯片"),
     "locator_line": _("第 {line} 行"),
-    "reason_deterministic_direct_answer": _("规则直接回答"),
-    "reason_faq_exact_match": _("FAQ 精确命中"),
-    "reason_faq_similarity_match": _("FAQ 相似命中"),
-    "reason_insufficient_context": _("依据不足"),
-    "reason_rag_with_context": _("有检索依据"),
-    "reason_rag_without_context": _("无检索依据"),
-    "reason_history_rewrite_used": _("结合上文改写了问题"),
-    "reason_few_context_items": _("依据较少"),
-    "reason_low_intent_decision_score": _("问题意图不够明确"),
-    "reason_answer_empty": _("回答为空"),
-    "reason_model_declined": _("模型拒绝作答"),
-    "reason_generation_grounded": _("回答有依据"),
-    "reason_no_inline_citation": _("回答未标注来源"),
-    "reason_citation_coverage_low": _("部分内容未标注来源"),
-    "reason_context_overlap_low": _("与资料重合度低"),
-    "reason_invalid_citations_removed": _("已移除无效引用"),
-    "reason_images_blocked": _("已屏蔽不可信图片"),
-    "reason_answer_shape_mismatch": _("回答未给出所问的数值"),
-    "reason_calibrated_probability": _("按实测答对率校准"),
     "hit_direct_answer": _("直接回答"),
     "hit_faq_exact": _("FAQ 精确匹配"),
     "hit_faq_direct": _("FAQ 相似匹配"),
     "hit_rag": _("文档问答"),
     "hit_insufficient_context": _("依据不足"),
+    # Why a score is what it is: the words the trace admin uses too.
+    **{f"reason_{code}": label for code, label in REASONS.items()},
 }
 
 
