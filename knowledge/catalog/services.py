@@ -132,6 +132,7 @@ def update_knowledge_base(
     creation. A new dictionary applies to questions at once and to indexed chunks after
     `schedule_reanalysis`."""
     kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+    before = _settings_of(kb)
     for attribute, value in (
         ("name", name), ("description", description), ("visibility", visibility),
         ("support_contact", support_contact), ("custom_terms", custom_terms),
@@ -153,15 +154,25 @@ def update_knowledge_base(
     if visibility is not None or allowed_groups is not None:
         # Cached candidates are keyed by visibility scope; make sure none outlives a change.
         epochs.bump_epoch(kb_id=kb.pk)
-    given = {
-        "name": name, "description": description, "visibility": visibility, "allowed_groups": allowed_groups,
-        "editor_groups": editor_groups, "publisher_groups": publisher_groups, "support_contact": support_contact,
-        "custom_terms": custom_terms, "link_allowed_hosts": link_allowed_hosts,
-        "release_max_regression_points": None if release_max_regression_points is UNCHANGED else True,
-    }
-    changed = "、".join(str(KnowledgeBase._meta.get_field(field).verbose_name) for field, value in given.items() if value is not None)
-    audit.record(kb=kb, actor=actor, action=AuditAction.KB_UPDATED, target=changed)
+    after = _settings_of(kb)
+    changed = [name for name in after if after[name] != before[name]]
+    if changed:
+        # A form saves every field it shows: the entry names the settings that changed.
+        labels = "、".join(str(KnowledgeBase._meta.get_field(name).verbose_name) for name in changed)
+        audit.record(kb=kb, actor=actor, action=AuditAction.KB_UPDATED, target=labels)
     return kb
+
+
+_AUDITED_SETTINGS = ("name", "description", "visibility", "support_contact", "custom_terms",
+                     "release_max_regression_points", "link_allowed_hosts")
+_AUDITED_GROUPS = ("allowed_groups", "editor_groups", "publisher_groups")
+
+
+def _settings_of(kb: KnowledgeBase) -> dict[str, object]:
+    values: dict[str, object] = {name: getattr(kb, name) for name in _AUDITED_SETTINGS}
+    for name in _AUDITED_GROUPS:
+        values[name] = frozenset(getattr(kb, name).values_list("pk", flat=True))
+    return values
 
 
 # --- versions ----------------------------------------------------------------------------------
