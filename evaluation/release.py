@@ -21,6 +21,7 @@ from knowledge.catalog.release_gate import MetricDelta, ReleaseReport
 
 from .models import EvalRun, EvalSet, RunKind, RunStatus
 from .runner import evaluate_mode
+from .metric_names import metric_name
 from .selectors import compare_runs, numeric_metrics
 
 logger = logging.getLogger(__name__)
@@ -96,14 +97,14 @@ class ReleaseCheck:
                                      draft_run_id=draft_run.pk if draft_run else None)
         if active_run is None:
             # The first version of the knowledge base: nothing to compare with.
-            metrics = tuple(MetricDelta(name=name, active=None, draft=value)
+            metrics = tuple(MetricDelta(name=name, active=None, draft=value, label=metric_name(name))
                             for name, value in sorted(numeric_metrics(draft_run).items()))
             return ReleaseReport(status="done", eval_set=eval_set.name, metrics=metrics, draft_run_id=draft_run.pk,
                                  notes=("no_active_version",))
         comparison = compare_runs(active_run, draft_run)
         return ReleaseReport(
             status="done", eval_set=eval_set.name,
-            metrics=tuple(MetricDelta(name=row.name, active=row.a, draft=row.b) for row in comparison.metrics),
+            metrics=tuple(MetricDelta(name=row.name, active=row.a, draft=row.b, label=metric_name(row.name)) for row in comparison.metrics),
             lost=tuple(case.question for case in comparison.cases if case.change == "lost"),
             gained=tuple(case.question for case in comparison.cases if case.change == "gained"),
             draft_run_id=draft_run.pk, active_run_id=active_run.pk,

@@ -251,7 +251,7 @@ def _release_report_body(report: ReleaseReport) -> SafeString:
         body = format_html("<p>{}</p>", _("上线检查失败：%(error)s") % {"error": report.error})
     else:
         rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
-            (m.name, format_value(m.active), format_value(m.draft),
+            (quiet_code(m.label or m.name, m.name), format_value(m.active), format_value(m.draft),
              "—" if m.delta_points is None else f"{m.delta_points:+.1f}")
             for m in report.metrics
         ))
@@ -274,7 +274,8 @@ def render_recorded_release_check(check: dict) -> SafeString | str:
         return _("未做上线检查。")
     report = ReleaseReport(
         status=check.get("status", "done"), eval_set=str(check.get("eval_set", "")),
-        metrics=tuple(MetricDelta(name=str(m.get("name", "")), active=m.get("active"), draft=m.get("draft"))
+        metrics=tuple(MetricDelta(name=str(m.get("name", "")), active=m.get("active"), draft=m.get("draft"),
+                                  label=str(m.get("label", "")))
                       for m in check.get("metrics") or [] if isinstance(m, dict)),
         lost=tuple(check.get("lost") or ()), gained=tuple(check.get("gained") or ()), error=str(check.get("error", "")),
     )

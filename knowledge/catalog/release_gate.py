@@ -25,6 +25,8 @@ class MetricDelta:
     name: str
     active: float | None
     draft: float | None
+    # The metric in words, as the gate that measured it names it ("召回率@5"); "" shows the name.
+    label: str = ""
 
     @property
     def delta_points(self) -> float | None:

@@ -132,6 +132,7 @@ def test_the_publish_page_shows_the_loss_and_offers_the_override(kb_with_default
 
     # then
     assert "一线城市住宿标准每晚多少钱？" in page and "-25.0" in page and "override_release_check" in page
+    assert '<span class="rag-code" title="hit@5">命中率@5</span>' in page  # the metric in words
     assert "上线检查发现退步" in refused
     kb_with_default_set.refresh_from_db()
     assert forced.status_code == 200 and kb_with_default_set.active_version == draft

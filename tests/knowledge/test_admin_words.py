@@ -214,7 +214,8 @@ def test_a_recorded_release_check_is_shown_as_a_table_not_json(admin_client_logg
     activation = catalog_services.activate_version(version=make_ready_version(kb), actor=staff_user, reason="首次发布")
     VersionActivation.objects.filter(pk=activation.pk).update(release_check={
         "status": "done", "eval_set": "回归集", "lost": ["年假几天？"], "gained": [], "overridden": True,
-        "refusal": "上线检查发现退步", "metrics": [{"name": "ndcg@10", "active": 0.9, "draft": 0.8, "delta_points": -10.0}],
+        "refusal": "上线检查发现退步", "metrics": [{"name": "ndcg@10", "active": 0.9, "draft": 0.8, "delta_points": -10.0},
+                                                  {"name": "hit@5", "label": "命中率@5", "active": 1.0, "draft": 1.0}],
     })
 
     # when
@@ -222,7 +223,9 @@ def test_a_recorded_release_check_is_shown_as_a_table_not_json(admin_client_logg
 
     # then
     assert "检查未通过，已填写原因强制发布：上线检查发现退步" in page
+    # a check recorded before metrics carried their words shows the code
     assert "<td>ndcg@10</td><td>0.9000</td><td>0.8000</td><td>-10.0</td>" in page and "年假几天？" in page
+    assert '<td><span class="rag-code" title="hit@5">命中率@5</span></td>' in page
     assert '"overridden"' not in page
 
 
