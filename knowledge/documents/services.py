@@ -231,11 +231,11 @@ def _register_uploads(
     Document.objects.bulk_create(created, batch_size=500)
     draft.documents.add(*known.values())
     queue_documents(document_ids=queued + [d.pk for d in created])
-    if created or queued:
-        names = [d.original_name for d in created] + [d.original_name for d in Document.objects.filter(pk__in=queued)]
+    fresh = Document.objects.in_bulk([known[sha].pk for sha, _dup in slots])
+    names = [d.original_name for d in created] + [fresh[pk].original_name for pk in queued if pk in fresh]
+    if names:  # bytes already there and not failed: nothing was written
         audit.record(kb=kb, actor=actor, action=AuditAction.DOCUMENTS_UPLOADED,
                      target=_("%(n)d 个文件：%(names)s") % {"n": len(names), "names": "、".join(names[:5]) + ("…" if len(names) > 5 else "")})
-    fresh = Document.objects.in_bulk([known[sha].pk for sha, _dup in slots])
     return [UploadOutcome(document=fresh[known[sha].pk], duplicate=duplicate) for sha, duplicate in slots]
 
 

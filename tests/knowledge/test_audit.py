@@ -106,3 +106,18 @@ def test_a_deleted_knowledge_base_keeps_its_entries_for_superusers_only(client, 
     assert "old-kb（已删除）" in as_superuser and "旧问题？" in as_superuser
     assert "old-kb" not in as_editor and "旧问题？" not in as_editor
     assert "other-kb" in as_editor
+
+
+def test_an_upload_logs_the_files_it_wrote_or_queued_again_and_nothing_else(kb, staff_user, media_root):
+    # given: a file uploaded once, then failed
+    upload = lambda: SimpleUploadedFile("报销.md", "# 报销\n\n三十天内提交。".encode())  # noqa: E731
+    document = document_services.upload_documents(kb=kb, actor=staff_user, files=[upload()])[0].document
+    Document.objects.filter(pk=document.pk).update(status=DocumentStatus.FAILED)
+    before = len(entries(kb))
+
+    # when: the same bytes again (how people retry), then once more while it is queued
+    document_services.upload_documents(kb=kb, actor=staff_user, files=[upload()])
+    document_services.upload_documents(kb=kb, actor=staff_user, files=[upload()])
+
+    # then: the retry is logged by its file name; the no-op is not
+    assert entries(kb)[before:] == [(AuditAction.DOCUMENTS_UPLOADED, "1 个文件：报销.md", "staff")]
