@@ -84,6 +84,12 @@ class KnowledgeBase(models.Model):
         help_text=_("回答中来自文档的链接默认只显示为文字（完整地址可见）、不可点击；只有这里列出的域名的链接"
                     "保持可点击。每行一个域名，如 docs.example.com；*.example.com 表示其下所有子域名。"),
     )
+    # Web results join a question's candidates only where staff switched it on: they are cited as
+    # web sources, never as the knowledge base's own text.
+    web_search_enabled = models.BooleanField(
+        _("启用网络搜索"), default=False,
+        help_text=_("开启后，问答会同时检索互联网（需在部署中配置搜索服务），网页结果标注为“网络来源”，与知识库内容分开显示。"),
+    )
     release_max_regression_points = models.FloatField(
         _("上线检查：允许的最大退步（百分点）"), null=True, blank=True,
         validators=[MinValueValidator(0.0)],
@@ -313,6 +319,12 @@ class Document(models.Model):
     embedded_chunks = models.PositiveIntegerField(_("已向量化分块"), default=0, editable=False)
     chunks_to_embed = models.PositiveIntegerField(_("待向量化分块"), default=0, editable=False)
     metadata = models.JSONField(_("元数据"), default=dict, blank=True)
+    # Staff's own key/value facts about the document (department, region, valid-from date…),
+    # which retrieval filters on; `metadata` is what the system recorded while processing it.
+    attributes = models.JSONField(
+        _("自定义元数据"), default=dict, blank=True,
+        help_text=_("键值对，如 {\"部门\": \"人力资源部\", \"生效日期\": \"2025-01-01\"}；检索和问答可按这些字段筛选。"),
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("上传人"), null=True, blank=True,
         on_delete=models.SET_NULL, related_name="+",
@@ -485,6 +497,70 @@ class FAQ(models.Model):
 
     def __str__(self) -> str:
         return self.question
+
+
+class Item(models.Model):
+    """A product, model or service the knowledge base talks about, with every name people use
+    for it. Questions are matched against these names before retrieval, and chunks are tagged
+    with the items they are about, so a question about one item reads only that item's text."""
+
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, verbose_name=_("知识库"), on_delete=models.CASCADE, related_name="items"
+    )
+    name = models.CharField(_("名称"), max_length=200)
+    aliases = models.JSONField(_("别名"), default=list, blank=True)
+    codes = models.JSONField(_("型号代码"), default=list, blank=True)
+    # The family it belongs to ("星河路由器"): a question naming only the family fits every item
+    # of it, and is answered with a clarifying question listing them.
+    group = models.CharField(_("系列"), max_length=200, blank=True)
+    group_aliases = models.JSONField(_("系列别名"), default=list, blank=True)
+    description = models.TextField(_("说明"), blank=True)
+    enabled = models.BooleanField(_("启用"), default=True)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("商品/型号")
+        verbose_name_plural = _("商品/型号")
+        ordering = ["knowledge_base", "group", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["knowledge_base", "name"], name="item_unique_name_per_kb"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TagSource(models.TextChoices):
+    DETECTED = "detected", _("自动识别")
+    MANUAL = "manual", _("人工标注")
+    # Staff said the chunk is not about the item although its words name it: detection skips it.
+    EXCLUDED = "excluded", _("人工排除")
+
+
+class ChunkItem(models.Model):
+    """A chunk is about an item (or, `EXCLUDED`, is not although it names it). Detected rows are
+    rewritten whenever the chunk or the catalog changes; staff's rows stay."""
+
+    chunk = models.ForeignKey(Chunk, verbose_name=_("分块"), on_delete=models.CASCADE, related_name="item_tags")
+    item = models.ForeignKey(Item, verbose_name=_("商品/型号"), on_delete=models.CASCADE, related_name="chunk_tags")
+    document = models.ForeignKey(
+        Document, verbose_name=_("文档"), on_delete=models.CASCADE, related_name="item_tags"
+    )
+    source = models.CharField(_("来源"), max_length=16, choices=TagSource.choices, default=TagSource.DETECTED)
+
+    class Meta:
+        verbose_name = _("分块商品标签")
+        verbose_name_plural = _("分块商品标签")
+        constraints = [
+            models.UniqueConstraint(fields=["chunk", "item"], name="chunk_item_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["item", "document"], name="chunk_item_item_doc"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id} · {self.chunk_id}"
 
 
 class CacheNamespace(models.Model):
