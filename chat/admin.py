@@ -25,7 +25,7 @@ from django.utils.translation import gettext_lazy
 
 from knowledge.admin.scope import KnowledgeScopedAdmin, KnowledgeScopedInline
 from knowledge.locators import locator_label
-from retrieval.labels import cache_event_code, cache_event_label
+from retrieval.labels import cache_event_code, cache_event_label, filter_label
 
 from . import labels
 from .contracts import HIT_TYPES, ROUTES, ConfidenceLevel, HitType, Intent, Route, VerificationStatus
@@ -276,6 +276,13 @@ def confidence_breakdown(confidence: dict[str, Any] | None) -> dict[str, Any] | 
     }
 
 
+def filter_words(documents: Any) -> list[tuple[str, str]]:
+    """The metadata filters document retrieval applied, as the stored trace holds them: (words,
+    JSON for the tooltip)."""
+    filters = documents.get("filters") if isinstance(documents, dict) else None
+    return [(filter_label(f), json.dumps(f, ensure_ascii=False)) for f in filters or [] if isinstance(f, dict)]
+
+
 def pretty_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
@@ -357,6 +364,7 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
             "insufficient_reason": labels.insufficient_reason_label(trace.insufficient_reason) if trace.insufficient_reason else "",
             "error": labels.error_label(trace.error_code) if trace.error_code else "",
             "details_json": pretty_json(details),
+            "filters": filter_words(details.get("documents")),
         }
 
     @admin.display(description=gettext_lazy("问题"), ordering="question")

@@ -2,7 +2,8 @@
 
 One socket serves many turns, one at a time. The client sends
 `{"type": "question", "knowledge_base_id": …, "question": …, "conversation_id"?: …, options…}`
-(a bare object without `type` is a question too; `knowledge_base_ids` asks several at once) and may send `{"type": "cancel"}` to stop the
+(a bare object without `type` is a question too; `knowledge_base_ids` asks several at once; the
+options are the JSON API's, `filters` included) and may send `{"type": "cancel"}` to stop the
 turn in progress. An error ends the turn with an `error` event, never the socket. Access rules
 are those of HTTP: the session's user (anonymous readers: public knowledge bases, conversations
 owned by their session).

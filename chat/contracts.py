@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from django.utils.translation import gettext, pgettext
 
 from ragsite.errors import DomainError
+from retrieval.contracts import MetadataFilter
 
 
 class LabelledEnum(StrEnum):
@@ -146,6 +147,8 @@ class ChatOptions:
     enable_rerank: bool | None = None
     enable_parent_expansion: bool | None = None
     document_ids: tuple[int, ...] | None = None
+    # Conditions on the documents' metadata (`retrieval.filters`), passed to document retrieval.
+    filters: tuple[MetadataFilter, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,7 @@ class ChatRequestInput(RetrievalOptionsInput):
                 enable_rerank=data.get("enable_rerank"),
                 enable_parent_expansion=data.get("enable_parent_expansion"),
                 document_ids=data.get("document_ids"),
+                filters=data.get("filters") or (),
             ),
         )
 

@@ -24,7 +24,7 @@ from knowledge.admin.display import quiet_code
 from knowledge.admin.scope import KnowledgeScopedAdmin, KnowledgeScopedInline
 from knowledge.forms import embedding_model_label, embedding_model_name
 from ragsite.errors import DomainError
-from retrieval.labels import mode_label, stage_label
+from retrieval.labels import filter_label, joined, mode_label, stage_label
 
 from .charts import Point, bar_chart, scatter_chart
 from .forms import ImportEvalSetForm
@@ -57,6 +57,7 @@ CONFIG_NAMES = {
     "purpose": gettext_lazy("用途"),
     "version_id": gettext_lazy("版本 ID"),
     "limit": gettext_lazy("最多评测题数"),
+    "filters": gettext_lazy("元数据筛选"),
 }
 FUSIONS = {"convex": gettext_lazy("加权融合"), "rrf": gettext_lazy("倒数排名融合")}
 # A run's configuration as `evaluation.runner.run_label` writes it: the mode, the fusion in
@@ -115,6 +116,8 @@ def config_value(name: str, value: Any) -> str:
         return str(FUSIONS.get(str(value), value))
     if name == "purpose":
         return _("发布前的上线检查") if value == RELEASE_CHECK_PURPOSE else str(value)
+    if name == "filters" and isinstance(value, list):
+        return joined(filter_label(f) for f in value if isinstance(f, dict)) or "—"
     return str(value)
 
 

@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 
-from chat.contracts import ChatQuery, HitType, Requester, TurnResult
+from chat.contracts import ChatOptions, ChatQuery, HitType, Requester, TurnResult
 from chat.pipeline.rag import RAGService
 from knowledge.models import KnowledgeBase
+from retrieval.contracts import MetadataFilter
 
 from . import services
 from .metrics import percentile
@@ -78,9 +79,11 @@ def judge(case: EvalCase, result: TurnResult) -> dict:
 
 def evaluate_answers(
     *, kb: KnowledgeBase, eval_set: EvalSet, limit: int | None = None, actor=None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, filters: Sequence[MetadataFilter] = (),
 ) -> dict:
-    """Every case of the set through RAGService, stored as an answers run with a row per case."""
+    """Every case of the set through RAGService, stored as an answers run with a row per case;
+    `filters`: metadata filters every question (and its history) is asked with."""
+    options = ChatOptions(filters=tuple(filters))
     cases = list(eval_set.cases.order_by("ordinal", "id"))
     if limit is not None:
         cases = cases[:limit]
@@ -93,7 +96,8 @@ def evaluate_answers(
     )
     service = RAGService()
     run = services.start_run(eval_set=eval_set, kind=RunKind.ANSWERS, label="rag", knowledge_base=kb,
-                             version=kb.active_version, config={"limit": limit}, actor=actor)
+                             version=kb.active_version, actor=actor,
+                             config={"limit": limit, **({"filters": [f.as_dict() for f in filters]} if filters else {})})
     try:
         outcomes, latencies = [], []
         routes, hit_types = Counter(), Counter()
@@ -101,12 +105,13 @@ def evaluate_answers(
             conversation = None
             for earlier in case.history or ():
                 conversation = service.answer(
-                    query=ChatQuery(knowledge_base_id=kb.slug, question=earlier, conversation_id=conversation),
+                    query=ChatQuery(knowledge_base_id=kb.slug, question=earlier, conversation_id=conversation,
+                                    options=options),
                     requester=Requester(user),
                 ).conversation_id
             started = time.perf_counter()
             result = service.answer(query=ChatQuery(knowledge_base_id=kb.slug, question=case.question,
-                                                    conversation_id=conversation),
+                                                    conversation_id=conversation, options=options),
                                     requester=Requester(user))
             elapsed = (time.perf_counter() - started) * 1000
             latencies.append(elapsed)

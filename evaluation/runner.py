@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -14,7 +14,7 @@ from engines.tokens import count_tokens
 from knowledge.documents import bulk
 from knowledge.documents import services as document_services
 from knowledge.models import Document, DocumentStatus, KnowledgeBase, KnowledgeBaseVersion
-from retrieval.contracts import RetrievalRequest
+from retrieval.contracts import MetadataFilter, RetrievalRequest
 from retrieval.factory import build_retrieval_service
 
 from . import services
@@ -95,10 +95,12 @@ def evaluate_mode(
     progress: Callable[[int, int], None] | None = None,
     version: KnowledgeBaseVersion | None = None,
     purpose: str = "",
+    filters: Sequence[MetadataFilter] = (),
 ) -> dict:
     """One retrieval configuration over the set's cases that name their evidence, stored as an
     `EvalRun` with a row per case; returns the report row (the run's id included). `version`:
     the version whose documents answer (a draft under the release check); default the active.
+    `filters`: metadata filters every question is retrieved with (kept in the run's config).
     Whatever goes wrong after the run is recorded (a misconfigured KB, Milvus down) leaves it
     FAILED with the error, never RUNNING."""
     keys = document_keys(kb=kb)
@@ -110,7 +112,8 @@ def evaluate_mode(
                       parent_expansion=enable_parent_expansion)
     config = {"mode": mode, "k": k, "top_k": top_k, "candidate_k": max(candidate_k, top_k), "fusion": fusion,
               "rewrite": enable_rewrite, "rerank": enable_rerank, "parent_expansion": enable_parent_expansion,
-              "purpose": purpose, "version_id": version.pk if version else None}
+              "purpose": purpose, "version_id": version.pk if version else None,
+              **({"filters": [f.as_dict() for f in filters]} if filters else {})}
     run = services.start_run(eval_set=eval_set, label=label, knowledge_base=kb, version=version or kb.active_version,
                              config=config, actor=actor)
     try:
@@ -128,6 +131,7 @@ def evaluate_mode(
                     candidate_k=max(candidate_k, top_k), enable_query_rewrite=enable_rewrite,
                     enable_rerank=enable_rerank, enable_parent_expansion=enable_parent_expansion,
                     use_cache=False, fusion=fusion, version_id=version.pk if version else None,
+                    filters=tuple(filters),
                 )
             )
             elapsed = (time.perf_counter() - started) * 1000
@@ -178,6 +182,7 @@ def evaluate_mode(
         "latency_ms": latency,
         "degraded_queries": degradations,
         "usage": spent,
+        **({"filters": [f.as_dict() for f in filters]} if filters else {}),
     }
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 from django import forms
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from engines.providers import embedding_choices
 from engines.providers.e5 import E5_EMBEDDING_MODEL
 from engines.providers.local import LOCAL_EMBEDDING_MODEL
 
-from knowledge.models import FAQ, KnowledgeBase
+from knowledge.attributes import MAX_ATTRIBUTE_KEYS, MAX_KEY_CHARS, InvalidAttributes, clean_attributes
+from knowledge.models import FAQ, Document, KnowledgeBase
 
 # What staff read about an embedding model: its name, and what choosing it means. A model the
 # deployment configures (a remote service) is named by its id.
@@ -76,6 +80,47 @@ class MultipleFileField(forms.FileField):
         return [single(data, initial)]
 
 
+class AttributesField(forms.JSONField):
+    """A document's metadata edited as a JSON object, checked as every other writer checks it
+    (`knowledge.attributes`), its problem said in the reader's words."""
+
+    default_error_messages = {"invalid": _("元数据必须是 JSON 对象，例如 {\"部门\": \"人力资源部\"}。")}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 6, "cols": 80, "class": "vLargeTextField"}))
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        # Chinese keys and values as they are, one per line, rather than \u escapes on one line.
+        if isinstance(value, dict):
+            return json.dumps(value, ensure_ascii=False, indent=2)
+        return super().prepare_value(value)
+
+    def clean(self, value):
+        value = super().clean(value)
+        try:
+            return clean_attributes({} if value is None else value)
+        except InvalidAttributes as error:
+            raise forms.ValidationError(str(error.message), code=error.code) from error
+
+
+ATTRIBUTES_HELP = format_lazy(
+    _("JSON 对象，如 {{\"部门\": \"人力资源部\", \"生效日期\": \"2025-01-01\"}}。值可以是文字、数字、true/false 或文字列表；"
+      "最多 {keys} 个键，键最长 {chars} 个字符。检索、命中测试和问答可按这些字段筛选。"),
+    keys=MAX_ATTRIBUTE_KEYS, chars=MAX_KEY_CHARS,
+)
+
+
+class DocumentAttributesForm(forms.ModelForm):
+    """The one field of a document staff edit in the admin; the rest is derived and read-only."""
+
+    attributes = AttributesField(label=_("自定义元数据"), required=False, help_text=ATTRIBUTES_HELP)
+
+    class Meta:
+        model = Document
+        fields = ["attributes"]
+
+
 class UploadDocumentsForm(forms.Form):
     knowledge_base = forms.ModelChoiceField(
         label=_("知识库"), queryset=KnowledgeBase.objects.order_by("name")
@@ -85,6 +130,10 @@ class UploadDocumentsForm(forms.Form):
         help_text=_("可多选。支持 PDF 文档，docx、xlsx、pptx 办公文档，csv 表格，Markdown、html、txt 文本，png、jpeg 图片。"),
     )
     source_tag = forms.CharField(label=_("来源标签"), max_length=100, required=False)
+    attributes = AttributesField(
+        label=_("自定义元数据"), required=False, initial=dict,
+        help_text=format_lazy("{} {}", _("给本次上传的每个新文档；已存在的相同文件保留它自己的元数据。"), ATTRIBUTES_HELP),
+    )
 
     def __init__(self, *args, knowledge_bases=None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -68,6 +68,9 @@ class ErrorOutput(serializers.Serializer):
     retry_after = serializers.IntegerField(
         required=False, help_text="`throttled` and `server_busy` only: seconds to wait (as `Retry-After`).",
     )
+    filter = serializers.IntegerField(
+        required=False, help_text="`invalid_filter` only: which metadata filter (1-based) is wrong.",
+    )
 
     class Meta:
         ref_name = "Error"

@@ -2,7 +2,7 @@
 
 Holds query embeddings and retrieval candidates, never final answers. Candidate keys are bound to
 everything that could change the result — knowledge base, active version, cache epoch, visibility
-scope, document filter, question, top_k, candidate_k, mode, rewrite / rerank / expansion flags and
+scope, document filter, metadata filters, question, top_k, candidate_k, mode, rewrite / rerank / expansion flags and
 the model and chunk-schema versions — so a hit can only ever return what a miss would compute.
 The epoch (L3 in the database, L1 in process, see `knowledge.epochs`) retires old keys wholesale.
 """

@@ -21,6 +21,54 @@ MAX_QUESTION_CHARS = 2000
 # `RetrievalTrace.empty_reason` when no base in the scope has a published version: the answer says
 # the knowledge is not live yet rather than that the question has no answer.
 NO_ACTIVE_VERSION = "no_active_version"
+# `RetrievalTrace.empty_reason` when READY documents exist but the request's metadata filters
+# admit none of them: an answer to the filter, not an error.
+NO_DOCUMENT_MATCHES_FILTERS = "no_document_matches_filters"
+
+# --- metadata filters ---------------------------------------------------------------------------
+# A filter names a field of the document: one of BUILTIN_FILTER_FIELDS (columns of the document and
+# its item tags), or a key of `Document.attributes` written "attributes.<key>". At the edges
+# (`retrieval.filters.parse_filter`) a bare key that is no built-in reads as an attribute key, so
+# {"field": "部门", …} and {"field": "attributes.部门", …} are one filter; the prefix is needed
+# only for an attribute whose key is a built-in's name ("attributes.title").
+FilterOp = Literal["eq", "in", "range"]
+FILTER_OPS: tuple[str, ...] = ("eq", "in", "range")
+BUILTIN_FILTER_FIELDS: tuple[str, ...] = ("title", "file_type", "source_tag", "created_at", "updated_at", "item")
+DATE_FILTER_FIELDS: tuple[str, ...] = ("created_at", "updated_at")
+ATTRIBUTE_FIELD_PREFIX = "attributes."
+MAX_FILTERS = 10
+MAX_FILTER_VALUES = 50  # the values of one "in"
+
+FilterScalar = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class MetadataFilter:
+    """One condition on the documents that may answer, already validated (`retrieval.filters`).
+
+    `field` is canonical: a built-in name or "attributes.<key>". `value` is the scalar of "eq" or
+    the tuple of "in"; "range" has `gte` and / or `lte`, both numbers or both ISO dates
+    ("2025-01-01"), inclusive."""
+
+    field: str
+    op: FilterOp
+    value: FilterScalar | tuple[FilterScalar, ...] | None = None
+    gte: str | int | float | None = None
+    lte: str | int | float | None = None
+
+    @property
+    def attribute(self) -> str | None:
+        """The `Document.attributes` key it reads; None for a built-in field."""
+        return self.field.removeprefix(ATTRIBUTE_FIELD_PREFIX) if self.field.startswith(ATTRIBUTE_FIELD_PREFIX) else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The filter as the API takes it back (`{"field", "op", "value"}` or the bounds)."""
+        data: dict[str, Any] = {"field": self.field, "op": self.op}
+        if self.op == "range":
+            data.update({bound: getattr(self, bound) for bound in ("gte", "lte") if getattr(self, bound) is not None})
+        else:
+            data["value"] = list(self.value) if isinstance(self.value, tuple) else self.value
+        return data
 
 
 @dataclass(frozen=True)
@@ -50,10 +98,16 @@ class RetrievalRequest:
     # documents of its own active version, all candidates in one fused list. The caller checked
     # the requester's access to every one; `kb_id` stays the one whose settings apply.
     also_kb_ids: tuple[int, ...] = ()
+    # Conditions on the documents' metadata, all of which a document must meet: resolved to
+    # document ids over the READY facts (in each knowledge base of the scope) like `document_ids`,
+    # pushed down to the vector store and checked again after recall.
+    filters: tuple[MetadataFilter, ...] = ()
 
     def __post_init__(self) -> None:
         if self.also_kb_ids and self.version_id is not None:
             raise ValueError("a chosen version belongs to one knowledge base: no also_kb_ids with version_id")
+        if len(self.filters) > MAX_FILTERS:
+            raise ValueError(f"at most {MAX_FILTERS} metadata filters per request")
 
     @property
     def kb_ids(self) -> tuple[int, ...]:
@@ -212,10 +266,17 @@ class RetrievalTrace:
     fusion: str = ""  # how the channels' lists were merged, e.g. "rrf(k=60)"; "" when not fused
     # Every knowledge base of a question over several, `kb_id` first; () for one.
     knowledge_bases: tuple[KbScopeTrace, ...] = ()
+    # The request's metadata filters, the READY documents they admitted (what was pushed down,
+    # `ready_document_count`) and the READY documents there were before them.
+    filters: tuple[MetadataFilter, ...] = ()
+    filter_admitted_count: int = 0
+    filter_ready_count: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
             **({"knowledge_bases": [asdict(kb) for kb in self.knowledge_bases]} if self.knowledge_bases else {}),
+            **({"filters": [f.as_dict() for f in self.filters], "filter_admitted_count": self.filter_admitted_count,
+                "filter_ready_count": self.filter_ready_count} if self.filters else {}),
             "kb_id": self.kb_id,
             "embedding_model": self.embedding_model,
             "fusion": self.fusion,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from .contracts import (
+    NO_DOCUMENT_MATCHES_FILTERS,
     CacheSummary,
     KbScopeTrace,
     RetrievalRequest,
@@ -62,11 +63,13 @@ class FederatedRetrieval:
             channel_errors=tuple(error for t in traces for error in t.channel_errors),
             degradations=tuple(dict.fromkeys(d for t in traces for d in t.degradations)),
             cache=_merged_cache([t.cache for t in traces]),
-            empty_reason="" if any(t.ready_document_count for t in traces) else first.empty_reason,
+            empty_reason="" if any(t.ready_document_count for t in traces) else _empty_reason(traces),
             total_ms=round(sum(t.total_ms for t in traces), 2),
             notes=tuple(dict.fromkeys(n for t in traces for n in t.notes)),
             embedding_model=",".join(dict.fromkeys(t.embedding_model for t in traces)),
             knowledge_bases=tuple(kb for t in traces for kb in (t.knowledge_bases or (_scope_of(t),))),
+            filter_admitted_count=sum(t.filter_admitted_count for t in traces),
+            filter_ready_count=sum(t.filter_ready_count for t in traces),
         )
         return RetrievalResponse(results=tuple(results), trace=trace)
 
@@ -101,6 +104,12 @@ def grouped_by_space(kbs: Sequence, *, space) -> list[list]:
     for kb in kbs:
         groups.setdefault(space(kb), []).append(kb)
     return list(groups.values())
+
+
+def _empty_reason(traces: Sequence[RetrievalTrace]) -> str:
+    """Why nothing could answer: the filters, when they are what left a space without documents."""
+    reasons = [t.empty_reason for t in traces]
+    return NO_DOCUMENT_MATCHES_FILTERS if NO_DOCUMENT_MATCHES_FILTERS in reasons else reasons[0]
 
 
 def _scope_of(trace: RetrievalTrace) -> KbScopeTrace:

@@ -4,7 +4,8 @@ from django import forms
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from .contracts import MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_QUESTION_CHARS, MAX_TOP_K
+from .contracts import MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_FILTERS, MAX_QUESTION_CHARS, MAX_TOP_K
+from .filters import InvalidFilter, parse_filters
 from .labels import MODES
 
 
@@ -45,6 +46,17 @@ class HitTestForm(forms.Form):
         help_text=_("按重排分数的明显落差自动减少返回条数（需要重排）。"),
     )
     document_ids = forms.CharField(label=_("限定文档 ID"), required=False, help_text=_("逗号分隔，最多 50 个。"))
+    filters = forms.CharField(
+        label=_("元数据筛选"), required=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+        help_text=format_lazy(
+            _("JSON 列表，条件须同时满足（最多 {n} 个），例如 "
+              "[{{\"field\": \"部门\", \"op\": \"eq\", \"value\": \"人力资源部\"}}, "
+              "{{\"field\": \"file_type\", \"op\": \"in\", \"value\": [\"pdf\", \"docx\"]}}, "
+              "{{\"field\": \"生效日期\", \"op\": \"range\", \"gte\": \"2025-01-01\"}}]。"
+              "内置字段：title、file_type、source_tag、created_at、updated_at、item（商品/型号名称）；其他字段按自定义元数据的键。"),
+            n=MAX_FILTERS,
+        ),
+    )
 
     def clean_document_ids(self):
         raw = self.cleaned_data["document_ids"].replace("，", ",")
@@ -55,6 +67,12 @@ class HitTestForm(forms.Form):
         if len(ids) > MAX_DOCUMENT_IDS:
             raise forms.ValidationError(_("最多 50 个文档 ID。"))
         return tuple(ids)
+
+    def clean_filters(self):
+        try:
+            return parse_filters(self.cleaned_data["filters"])
+        except InvalidFilter as error:
+            raise forms.ValidationError(str(error.message), code=error.code) from error
 
     def clean(self):
         data = super().clean()

@@ -7,6 +7,7 @@ is, so a page never fails on it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -17,7 +18,7 @@ from django.utils.translation import gettext_lazy, pgettext, pgettext_lazy
 from knowledge.locators import locator_label
 from knowledge.models import ContentType
 
-from .contracts import RetrievalResult, RetrievalTrace
+from .contracts import ATTRIBUTE_FIELD_PREFIX, MetadataFilter, RetrievalResult, RetrievalTrace
 
 STAGES = {
     "facts": gettext_lazy("就绪文档"),
@@ -66,6 +67,17 @@ EMPTY_REASONS = {
     "no_active_version": gettext_lazy("知识库尚未发布版本"),
     "no_ready_documents": gettext_lazy("没有已就绪的文档"),
     "document_ids_not_ready": gettext_lazy("限定的文档都未就绪"),
+    "no_document_matches_filters": gettext_lazy("没有符合元数据筛选条件的已就绪文档"),
+}
+# The built-in fields a metadata filter may name; any other field is a key of the documents'
+# own metadata, shown as it is.
+FILTER_FIELDS = {
+    "title": gettext_lazy("标题"),
+    "file_type": gettext_lazy("文件类型"),
+    "source_tag": gettext_lazy("来源标签"),
+    "created_at": gettext_lazy("上传时间"),
+    "updated_at": gettext_lazy("更新时间"),
+    "item": pgettext_lazy("metadata filter field", "商品/型号"),
 }
 # Degradation codes retrieval writes; a failed channel carries its variant after a colon
 # ("dense_failed:original"), labelled by `degradation_label`.
@@ -187,6 +199,44 @@ def cache_event_code(stage: str, hit: bool, source_type: str = "") -> str:
     return f"{stage}{'/' + source_type if source_type else ''}:{'hit' if hit else 'miss'}"
 
 
+def filter_label(data: Mapping[str, Any]) -> str:
+    """A metadata filter as `MetadataFilter.as_dict()` writes it (a stored trace holds that), in
+    words: "部门 = 人力资源部", "文件类型 是 pdf、docx 之一", "生效日期 从 2025-01-01 到 2025-12-31"."""
+    field = str(data.get("field", ""))
+    name = str(FILTER_FIELDS[field]) if field in FILTER_FIELDS else field.removeprefix(ATTRIBUTE_FIELD_PREFIX)
+    op = data.get("op")
+    if op == "range":
+        low, high = data.get("gte"), data.get("lte")
+        if low is not None and high is not None:
+            return _("%(field)s 从 %(low)s 到 %(high)s") % {"field": name, "low": low, "high": high}
+        if low is not None:
+            return _("%(field)s ≥ %(low)s") % {"field": name, "low": low}
+        return _("%(field)s ≤ %(high)s") % {"field": name, "high": high}
+    value = data.get("value")
+    if op == "in" and isinstance(value, list | tuple):
+        return _("%(field)s 是 %(values)s 之一") % {"field": name, "values": joined(_shown(v) for v in value)}
+    return _("%(field)s = %(value)s") % {"field": name, "value": _shown(value)}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def filters_summary(trace: RetrievalTrace) -> str:
+    """"就绪文档 120 篇中有 8 篇符合筛选条件"; "" without filters."""
+    if not trace.filters:
+        return ""
+    return _("就绪文档 %(ready)s 篇中有 %(admitted)s 篇符合筛选条件") % {
+        "ready": trace.filter_ready_count, "admitted": trace.filter_admitted_count}
+
+
+def filter_rows(filters: Iterable[MetadataFilter]) -> list[tuple[str, str]]:
+    """(words, the filter's JSON for a tooltip) of each filter."""
+    return [(filter_label(f.as_dict()), json.dumps(f.as_dict(), ensure_ascii=False)) for f in filters]
+
+
 # --- a whole result or trace, in words, for the hit-test page -----------------------------------
 
 
@@ -220,4 +270,6 @@ def describe_trace(trace: RetrievalTrace) -> dict[str, Any]:
             (cache_event_label(e.stage, e.hit, e.source_type), cache_event_code(e.stage, e.hit, e.source_type), e.hit)
             for e in trace.cache.events
         ],
+        "filters": filter_rows(trace.filters),
+        "filters_summary": filters_summary(trace),
     }

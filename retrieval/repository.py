@@ -25,7 +25,8 @@ from knowledge.models import (
 from knowledge.previews import has_preview
 from knowledge.catalog.selectors import ready_documents_of_active_version, ready_documents_of_active_versions, ready_documents_of_version
 
-from .contracts import NO_ACTIVE_VERSION, AssetRef, FactsUnavailable
+from .contracts import NO_ACTIVE_VERSION, NO_DOCUMENT_MATCHES_FILTERS, AssetRef, FactsUnavailable, MetadataFilter
+from .filters import admitted
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class ReadyFacts:
     visibility_scope: str
     empty_reason: str = ""
     other_count: int = 0
+    # With metadata filters: the READY documents (∩ document_ids) before them; `ready_ids` is
+    # what they admitted. None without filters.
+    before_filters: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,11 +63,12 @@ class ChunkRow:
 
 class Repository(Protocol):
     def ready_facts(
-        self, *, kb_id: int, document_ids: Sequence[int] | None, version_id: int | None = None
+        self, *, kb_id: int, document_ids: Sequence[int] | None, version_id: int | None = None,
+        filters: Sequence[MetadataFilter] = (),
     ) -> ReadyFacts: ...
 
     def ready_facts_many(
-        self, *, kb_ids: Sequence[int], document_ids: Sequence[int] | None
+        self, *, kb_ids: Sequence[int], document_ids: Sequence[int] | None, filters: Sequence[MetadataFilter] = (),
     ) -> dict[int, ReadyFacts]:
         """The active versions' facts of several knowledge bases, in a fixed number of queries."""
         ...
@@ -108,8 +113,10 @@ class DjangoRepository:
     """The repository over the project's own tables."""
 
     def ready_facts(
-        self, *, kb_id: int, document_ids: Sequence[int] | None, version_id: int | None = None
+        self, *, kb_id: int, document_ids: Sequence[int] | None, version_id: int | None = None,
+        filters: Sequence[MetadataFilter] = (),
     ) -> ReadyFacts:
+        before: int | None = None
         try:
             kb = KnowledgeBase.objects.select_related("active_version").get(pk=kb_id)
             scope = _visibility_scope(
@@ -126,6 +133,9 @@ class DjangoRepository:
             else:
                 number = kb.active_version.number
                 ready_documents = ready_documents_of_active_version(kb_id=kb_id, document_ids=document_ids)
+            if filters:
+                before = ready_documents.count()
+                ready_documents = admitted(ready_documents, filters)
             ready = frozenset(ready_documents.values_list("pk", flat=True))
             others: frozenset[int] | None = None
             other_count = 0
@@ -139,10 +149,10 @@ class DjangoRepository:
                     )
         except DatabaseError as exc:
             raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
-        return ReadyFacts(number, ready, others, scope, _empty_reason(ready, document_ids), other_count)
+        return ReadyFacts(number, ready, others, scope, _empty_reason(ready, document_ids, before), other_count, before)
 
     def ready_facts_many(
-        self, *, kb_ids: Sequence[int], document_ids: Sequence[int] | None
+        self, *, kb_ids: Sequence[int], document_ids: Sequence[int] | None, filters: Sequence[MetadataFilter] = (),
     ) -> dict[int, ReadyFacts]:
         ids = list(dict.fromkeys(kb_ids))
         try:
@@ -152,6 +162,12 @@ class DjangoRepository:
             }
             ready_by_kb: dict[int, set[int]] = {kb_id: set() for kb_id in ids}
             ready_rows = ready_documents_of_active_versions(kb_ids=ids, document_ids=document_ids)
+            before: dict[int, int] = {}
+            if filters:
+                # The filters apply in each knowledge base: one query for all of them.
+                before = dict(ready_rows.order_by().values("knowledge_base_id").annotate(n=Count("pk"))
+                              .values_list("knowledge_base_id", "n"))
+                ready_rows = admitted(ready_rows, filters)
             for pk, kb_id in ready_rows.values_list("pk", "knowledge_base_id"):
                 ready_by_kb[kb_id].add(pk)
             totals = dict(
@@ -180,9 +196,11 @@ class DjangoRepository:
                 continue
             ready = frozenset(ready_by_kb[kb_id])
             others = others_by_kb.get(kb_id)
+            before_filters = before.get(kb_id, 0) if filters else None
             facts[kb_id] = ReadyFacts(
                 kb.active_version.number, ready, frozenset(others) if others is not None else None, scope,
-                _empty_reason(ready, document_ids), totals.get(kb_id, 0) - len(ready) if ready else 0,
+                _empty_reason(ready, document_ids, before_filters), totals.get(kb_id, 0) - len(ready) if ready else 0,
+                before_filters,
             )
         return facts
 
@@ -236,7 +254,9 @@ def _visibility_scope(kb: KnowledgeBase, groups: Sequence[int]) -> str:
     return kb.visibility
 
 
-def _empty_reason(ready: frozenset[int], document_ids: Sequence[int] | None) -> str:
+def _empty_reason(ready: frozenset[int], document_ids: Sequence[int] | None, before_filters: int | None = None) -> str:
     if ready:
         return ""
+    if before_filters:  # documents could answer; the filters admitted none of them
+        return NO_DOCUMENT_MATCHES_FILTERS
     return "document_ids_not_ready" if document_ids is not None else "no_ready_documents"

@@ -4,14 +4,55 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ragsite.errors import Forbidden
 from ragsite.openapi import ChannelErrorOutput
 
-from .contracts import FUSIONS, MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_TOP_K, MODES
+from .contracts import BUILTIN_FILTER_FIELDS, FILTER_OPS, FUSIONS, MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_FILTERS, MAX_TOP_K, MODES
+from .filters import parse_filters
 
 MAX_ID = 2**63 - 1  # a BigAutoField's largest key, on PostgreSQL and SQLite
+
+
+class MetadataFilterInput(serializers.Serializer):
+    """The schema of one metadata filter (`retrieval.filters`), e.g.
+    {"field": "部门", "op": "eq", "value": "人力资源部"},
+    {"field": "file_type", "op": "in", "value": ["pdf", "docx"]},
+    {"field": "生效日期", "op": "range", "gte": "2025-01-01", "lte": "2025-12-31"}."""
+
+    field = serializers.CharField(
+        max_length=80,
+        help_text=f"A built-in ({', '.join(BUILTIN_FILTER_FIELDS)}) or a key of the documents' attributes, "
+                  'bare or as "attributes.<key>" (needed only for a key named like a built-in).',
+    )
+    op = serializers.ChoiceField(choices=FILTER_OPS, help_text="eq: equals (a list attribute: holds it); "
+                                 "in: one of up to 50 values; range: gte / lte, inclusive.")
+    value = serializers.JSONField(
+        required=False,
+        help_text="eq: a string, number or boolean (an ISO date for created_at / updated_at, an item's name "
+                  "for item); in: a list of those.",
+    )
+    gte = serializers.JSONField(required=False, help_text="range: a number or an ISO date (YYYY-MM-DD).")
+    lte = serializers.JSONField(required=False, help_text="range: a number or an ISO date (YYYY-MM-DD).")
+
+
+@extend_schema_field(MetadataFilterInput(many=True))
+class MetadataFiltersField(serializers.Field):
+    """Metadata filters, all of which a document must meet: a JSON list of filter objects (in a
+    form or multipart body, its JSON text). A bad one is refused with `invalid_filter` naming it."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("help_text", f"At most {MAX_FILTERS}, all must hold; resolved over the READY "
+                                       "documents like document_ids, and shown in the trace.")
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        return parse_filters(data)
+
+    def to_representation(self, value):
+        return [f.as_dict() for f in value]
 
 
 class RetrievalOptionsInput(serializers.Serializer):
@@ -38,6 +79,7 @@ class RetrievalOptionsInput(serializers.Serializer):
         max_length=MAX_DOCUMENT_IDS, allow_empty=False,
         error_messages={"max_length": _("document_ids 最多 50 个。")},
     )
+    filters = MetadataFiltersField(required=False, allow_null=True)
 
     def validate(self, data):
         for name, default in self.DEFAULTS.items():
@@ -48,6 +90,7 @@ class RetrievalOptionsInput(serializers.Serializer):
             raise serializers.ValidationError({"candidate_k": _("candidate_k 不能小于 top_k。")})
         ids = data.get("document_ids")
         data["document_ids"] = tuple(sorted(set(ids))) if ids else None
+        data["filters"] = data.get("filters") or ()
         self._check_costly_options(data)
         return data
 
@@ -162,6 +205,14 @@ class KbScopeTraceOutput(serializers.Serializer):
     empty_reason = serializers.CharField(allow_blank=True)
 
 
+class MetadataFilterOutput(serializers.Serializer):
+    field = serializers.CharField(help_text='Canonical: a built-in, or "attributes.<key>".')
+    op = serializers.ChoiceField(choices=FILTER_OPS)
+    value = serializers.JSONField(required=False)
+    gte = serializers.JSONField(required=False)
+    lte = serializers.JSONField(required=False)
+
+
 class RetrievalTraceOutput(serializers.Serializer):
     kb_id = serializers.IntegerField()
     embedding_model = serializers.CharField(allow_blank=True)
@@ -183,6 +234,11 @@ class RetrievalTraceOutput(serializers.Serializer):
     knowledge_bases = KbScopeTraceOutput(
         many=True, required=False, help_text="Each knowledge base of a question over several, the asked one first."
     )
+    filters = MetadataFilterOutput(many=True, required=False, help_text="The metadata filters applied (when given).")
+    filter_admitted_count = serializers.IntegerField(
+        required=False, help_text="With filters: the READY documents they admitted (what was searched)."
+    )
+    filter_ready_count = serializers.IntegerField(required=False, help_text="With filters: the READY documents before them.")
 
 
 class ExplainOutput(serializers.Serializer):

@@ -1,6 +1,6 @@
 """RetrievalService: choose the evidence for a question. It builds no prompt and writes no answer.
 
-Stages: READY facts → epoch + cache → query variants (optional rewrite) →
+Stages: READY facts (∩ document_ids and metadata filters) → epoch + cache → query variants (optional rewrite) →
 concurrent dense / sparse (and HyDE) channels → re-filter by READY → fusion (convex by default,
 RRF k=60 selectable) → optional rerank →
 top-k (optionally dynamic) → optional Small2Big → assets. Failure semantics:
@@ -52,6 +52,7 @@ from .contracts import (
     ChannelError,
     FactsUnavailable,
     NO_ACTIVE_VERSION,
+    NO_DOCUMENT_MATCHES_FILTERS,
     KbScopeTrace,
     RetrievalCancelled,
     RetrievalRequest,
@@ -136,6 +137,8 @@ class _Scope:
     def empty_reason(self) -> str:
         if self.ready_ids:
             return ""
+        if len(self.kb_ids) > 1 and any(facts.empty_reason == NO_DOCUMENT_MATCHES_FILTERS for facts in self.facts.values()):
+            return NO_DOCUMENT_MATCHES_FILTERS
         if len(self.kb_ids) > 1 and any(facts.empty_reason != NO_ACTIVE_VERSION for facts in self.facts.values()):
             # Some base of the scope is published: the scope is empty, not unpublished.
             return "no_ready_documents"
@@ -154,6 +157,11 @@ class _Scope:
                 kinds.append(kind)
         kind = kinds[0] if len(set(kinds)) == 1 else "mixed"
         return _Filters(first=scopes[0], also=tuple(scopes[1:])), kind
+
+    @property
+    def before_filters(self) -> int:
+        """The READY documents the request's metadata filters chose from, over the scope."""
+        return sum(facts.before_filters or 0 for facts in self.facts.values())
 
     def traces(self, epochs: dict[int, int]) -> tuple[KbScopeTrace, ...]:
         return tuple(
@@ -288,12 +296,14 @@ class RetrievalService:
     def _scope(self, request: RetrievalRequest) -> _Scope:
         if len(request.kb_ids) == 1:
             facts = self.repository.ready_facts(
-                kb_id=request.kb_id, document_ids=request.document_ids, version_id=request.version_id
+                kb_id=request.kb_id, document_ids=request.document_ids, version_id=request.version_id,
+                filters=request.filters,
             )
             return _Scope(kb_ids=request.kb_ids, facts={request.kb_id: facts})
         return _Scope(
             kb_ids=request.kb_ids,
-            facts=self.repository.ready_facts_many(kb_ids=request.kb_ids, document_ids=request.document_ids),
+            facts=self.repository.ready_facts_many(kb_ids=request.kb_ids, document_ids=request.document_ids,
+                                                   filters=request.filters),
         )
 
     # --- stages ---------------------------------------------------------------------------------
@@ -312,6 +322,8 @@ class RetrievalService:
                 for kb_id in scope.kb_ids[1:]
             ],
             documents=sorted(request.document_ids) if request.document_ids is not None else None,
+            # Only when given, so the keys of unfiltered requests stay what they were.
+            **({"filters": [f.as_dict() for f in request.filters]} if request.filters else {}),
             question=request.question if not request.context_variants else [request.question, *request.context_variants],
             top_k=request.top_k,
             candidate_k=request.candidate_k,
@@ -588,6 +600,9 @@ class RetrievalService:
             embedding_model=self.embedder.model,
             fusion=run.fusion,
             knowledge_bases=scope.traces(epochs) if len(scope.kb_ids) > 1 else (),
+            filters=request.filters,
+            filter_admitted_count=len(scope.ready_ids) if request.filters else 0,
+            filter_ready_count=scope.before_filters,
         )
         return RetrievalResponse(results=tuple(results), trace=trace)
 

@@ -24,6 +24,7 @@ from django.conf import settings
 from chat.contracts import ChatOptions, IntentResult
 from engines.lexical import content_terms, model_code_spans, normalise
 from engines.ports import ChatMessage, ChatModel, ProviderError
+from retrieval.contracts import MetadataFilter
 
 from .rules import Rules
 
@@ -51,10 +52,12 @@ class RetrievalPlan:
     prefer_table: bool
     min_context_score: float
     faq_direct_threshold: float
+    filters: tuple[MetadataFilter, ...] = ()  # the question's metadata filters, for document retrieval
 
     def as_dict(self) -> dict:
         data = asdict(self)
         data["document_ids"] = list(self.document_ids) if self.document_ids is not None else None
+        data["filters"] = [f.as_dict() for f in self.filters]
         return data
 
 
@@ -172,6 +175,7 @@ def build_plan(
         prefer_table=prefer_table,
         min_context_score=rules.context.min_context_score,
         faq_direct_threshold=round(min(threshold, 1.0), 4),
+        filters=options.filters,
     )
 
 

@@ -581,4 +581,5 @@ def _retrieval_request(turn: TurnState, prepared: Preparation) -> RetrievalReque
         enable_parent_expansion=plan.enable_parent_expansion,
         document_ids=plan.document_ids,
         context_variants=tuple(prepared.variants[1:]),
+        filters=plan.filters,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.translation import gettext_lazy
 
+from knowledge import audit
 from knowledge.admin.common import ADMIN_CSS
 from knowledge.admin.scope import KnowledgeScopedAdmin
 from knowledge.models import AuditEntry
@@ -13,11 +14,11 @@ from knowledge.models import AuditEntry
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(KnowledgeScopedAdmin):
-    list_display = ["created_at", "knowledge_base_label", "action", "target", "actor_label"]
+    list_display = ["created_at", "knowledge_base_label", "action_words", "target", "actor_label"]
     list_filter = ["action", "knowledge_base"]
     search_fields = ["target", "knowledge_base_slug", "actor__username"]
     date_hierarchy = "created_at"
-    fields = ["created_at", "knowledge_base_label", "action", "target", "actor_label"]
+    fields = ["created_at", "knowledge_base_label", "action_words", "target", "actor_label"]
     readonly_fields = fields
 
     class Media:
@@ -28,6 +29,10 @@ class AuditEntryAdmin(KnowledgeScopedAdmin):
         if entry.knowledge_base is None:
             return gettext_lazy("%(slug)s（已删除）") % {"slug": entry.knowledge_base_slug}
         return str(entry.knowledge_base)
+
+    @admin.display(description=gettext_lazy("操作"), ordering="action")
+    def action_words(self, entry: AuditEntry) -> str:
+        return audit.action_label(entry)
 
     @admin.display(description=gettext_lazy("操作人"), ordering="actor__username")
     def actor_label(self, entry: AuditEntry) -> str:

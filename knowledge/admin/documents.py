@@ -35,7 +35,8 @@ from knowledge.admin.display import (
     worker_label,
 )
 from knowledge.admin.scope import KnowledgeScopedAdmin, KnowledgeScopedInline
-from knowledge.forms import UploadDocumentsForm
+from knowledge.attributes import attributes_summary
+from knowledge.forms import DocumentAttributesForm, UploadDocumentsForm
 from knowledge.models import Chunk, Document, DocumentAsset, KnowledgeBaseVersion, VersionStatus
 from knowledge.locators import locator_label
 from knowledge.catalog.selectors import retained_versions_holding
@@ -76,7 +77,11 @@ class FileTypeFilter(admin.SimpleListFilter):
 class DocumentAdmin(KnowledgeScopedAdmin):
     change_list_template = "admin/knowledge/document/change_list.html"
     change_form_template = "admin/knowledge/document/change_form.html"
-    list_display = ["title", "knowledge_base", "file_type_short", "status_label", "membership", "chunks", "size_kb", "attempts", "error_short", "created_at"]
+    # Staff's metadata is the one thing edited here (through the service, which checks it);
+    # every other field is derived from the file and its processing.
+    form = DocumentAttributesForm
+    list_display = ["title", "knowledge_base", "file_type_short", "status_label", "membership", "chunks", "size_kb",
+                    "attempts", "attributes_short", "error_short", "created_at"]
     list_filter = ["status", "knowledge_base", FileTypeFilter, "source_tag"]
     search_fields = ["title", "original_name", "sha256", "external_id"]
     readonly_fields = [
@@ -85,7 +90,12 @@ class DocumentAdmin(KnowledgeScopedAdmin):
         "timeline", "worker_words", "heartbeat_at", "lease_words", "page_count", "chunks", "versions_list", "chunks_link",
         "metadata_words", "created_by", "created_at", "updated_at",
     ]
-    fields = readonly_fields
+    fields = [
+        "knowledge_base", "title", "original_name", "file_format_words", "sha256", "size_words",
+        "source_tag", "attributes", "external_id", "status", "status_changed_at", "error_words", "attempts",
+        "timeline", "worker_words", "heartbeat_at", "lease_words", "page_count", "chunks", "versions_list", "chunks_link",
+        "metadata_words", "created_by", "created_at", "updated_at",
+    ]
     inlines = [DocumentAssetInline]
     actions = ["retry", "delete_documents"]
 
@@ -110,6 +120,11 @@ class DocumentAdmin(KnowledgeScopedAdmin):
 
     def has_add_permission(self, request):
         return False  # uploads go through the upload page, which validates and queues ingestion
+
+    def save_model(self, request, obj, form, change):
+        document_services.set_document_attributes(
+            document=obj, attributes=form.cleaned_data["attributes"], actor=request.user
+        )
 
     def has_delete_permission(self, request, obj=None):
         return False  # deletion keeps published versions intact: see the delete action
@@ -156,6 +171,10 @@ class DocumentAdmin(KnowledgeScopedAdmin):
         # While a run embeds it, how far it has come (the live view updates this cell).
         return format_html('<span data-doc-chunks="{}">{}</span>', document.pk,
                            document.embedding_progress() or document.chunk_count)
+
+    @admin.display(description=gettext_lazy("自定义元数据"))
+    def attributes_short(self, document: Document) -> str:
+        return attributes_summary(document.attributes) or "—"
 
     @admin.display(description=gettext_lazy("大小 (KB)"), ordering="size")
     def size_kb(self, document: Document) -> str:
@@ -306,7 +325,8 @@ class DocumentAdmin(KnowledgeScopedAdmin):
             kb = form.cleaned_data["knowledge_base"]
             try:
                 outcomes = document_services.upload_documents(
-                    kb=kb, files=form.cleaned_data["files"], source_tag=form.cleaned_data["source_tag"], actor=request.user,
+                    kb=kb, files=form.cleaned_data["files"], source_tag=form.cleaned_data["source_tag"],
+                    attributes=form.cleaned_data["attributes"], actor=request.user,
                 )
             except DomainError as error:
                 per_file = error.extra.get("errors", [])

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from knowledge.access import Role, role_in
+from knowledge.attributes import MAX_ATTRIBUTE_KEYS, clean_attributes
 from knowledge.models import (
     FAQ,
     Document,
@@ -196,8 +197,29 @@ class ActivationOutput(serializers.ModelSerializer):
         fields = ["action", "from_version", "to_version", "actor", "reason", "release_check", "cache_epoch", "created_at"]
 
 
+@extend_schema_field({
+    "type": "object", "maxProperties": MAX_ATTRIBUTE_KEYS,
+    "additionalProperties": {"oneOf": [
+        {"type": "string"}, {"type": "number"}, {"type": "boolean"},
+        {"type": "array", "items": {"type": "string"}},
+    ]},
+    "example": {"部门": "人力资源部", "生效日期": "2025-01-01", "地区": ["华东", "华南"]},
+})
+class AttributesField(serializers.Field):
+    """Staff's metadata of a document: a JSON object (or, in a multipart body, its JSON text) of
+    keys to a string, number, boolean or list of strings (`knowledge.attributes`). A value that
+    does not fit is refused whole with `invalid_attributes` naming the first problem."""
+
+    def to_internal_value(self, data):
+        return clean_attributes(data)
+
+    def to_representation(self, value):
+        return value
+
+
 class DocumentOutput(EditorOnlyFields, serializers.ModelSerializer):
     status_label = serializers.CharField(source="get_status_display", read_only=True)
+    attributes = AttributesField(read_only=True, help_text="Staff's metadata; retrieval and chat filter on it.")
 
     # Fingerprints and failure details are for the people who maintain the knowledge base.
     editor_only = ("sha256", "error_code", "error_message", "attempts")
@@ -207,7 +229,8 @@ class DocumentOutput(EditorOnlyFields, serializers.ModelSerializer):
         fields = [
             "id", "title", "original_name", "file_type", "mime_type", "sha256", "size",
             "source_tag", "external_id", "status", "status_label", "error_code", "error_message",
-            "attempts", "page_count", "chunk_count", "embedded_chunks", "chunks_to_embed", "created_at", "updated_at",
+            "attempts", "page_count", "chunk_count", "embedded_chunks", "chunks_to_embed", "attributes",
+            "created_at", "updated_at",
         ]
         extra_kwargs = {name: {"allow_null": True} for name in ("sha256", "error_code", "error_message", "attempts")}
 
@@ -218,6 +241,19 @@ class DocumentUploadInput(serializers.Serializer):
         error_messages={"empty": _("请至少选择一个文件。")},
     )
     source_tag = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    attributes = AttributesField(
+        required=False, default=dict,
+        help_text='Metadata of every new document of the upload: the JSON text of an object, e.g. '
+                  '{"部门": "人力资源部", "生效日期": "2025-01-01"}. A file already there keeps its own.',
+    )
+
+
+class DocumentUpdateInput(serializers.Serializer):
+    attributes = AttributesField(
+        required=False,
+        help_text="Replaces the document's metadata whole ({} removes it); absent, it stays. Retrieval "
+                  "filters on it at once.",
+    )
 
 
 class UploadOutcomeOutput(serializers.Serializer):

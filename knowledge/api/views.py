@@ -43,6 +43,7 @@ from .serializers import (
     CacheInvalidateOutput,
     DocumentDeletionOutput,
     DocumentOutput,
+    DocumentUpdateInput,
     DocumentUploadInput,
     FAQInput,
     FAQOutput,
@@ -231,12 +232,12 @@ class DocumentListView(_ListView):
     def post(self, request: Request, kb_id: str) -> Response:
         kb = access_knowledge_base(user=request.user, kb_id=kb_id, role=Role.EDITOR)
         files = request.FILES.getlist("files") + request.FILES.getlist("file")
-        data = _validated(
-            DocumentUploadInput,
-            {"files": files, "source_tag": request.data.get("source_tag", "")},
-        )
+        fields = {"files": files, "source_tag": request.data.get("source_tag", "")}
+        if "attributes" in request.data:
+            fields["attributes"] = request.data["attributes"]
+        data = _validated(DocumentUploadInput, fields)
         outcomes = document_services.upload_documents(
-            kb=kb, files=data["files"], source_tag=data["source_tag"], actor=request.user
+            kb=kb, files=data["files"], source_tag=data["source_tag"], attributes=data["attributes"], actor=request.user
         )
         return Response(UploadOutcomeOutput(outcomes, many=True, context=_seen_by(request, kb)).data, status=status.HTTP_201_CREATED)
 
@@ -245,6 +246,16 @@ class DocumentDetailView(APIView):
     @extend_schema(responses=DocumentOutput)
     def get(self, request: Request, kb_id: str, document_id: int) -> Response:
         document = access_document(user=request.user, kb_id=kb_id, document_id=document_id)
+        return Response(DocumentOutput(document, context=_seen_by(request, document.knowledge_base)).data)
+
+    @extend_schema(request=DocumentUpdateInput, responses={200: DocumentOutput})
+    def patch(self, request: Request, kb_id: str, document_id: int) -> Response:
+        document = access_document(user=request.user, kb_id=kb_id, document_id=document_id, role=Role.EDITOR)
+        data = _validated(DocumentUpdateInput, request.data)
+        if "attributes" in data:
+            document = document_services.set_document_attributes(
+                document=document, attributes=data["attributes"], actor=request.user
+            )
         return Response(DocumentOutput(document, context=_seen_by(request, document.knowledge_base)).data)
 
     @extend_schema(responses={200: DocumentDeletionOutput})

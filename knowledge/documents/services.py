@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -18,8 +18,9 @@ from django.utils.translation import gettext as _
 from ragsite.errors import Conflict, InvalidTransition, ServiceUnavailable, ValidationFailed
 
 from engines.analysis import LEGACY_ANALYSIS
-from knowledge import audit
+from knowledge import audit, epochs
 from knowledge.actors import Actor, user_or_none
+from knowledge.attributes import clean_attributes
 from knowledge.catalog.services import draft_for_writing
 from knowledge.documents.ingestion.queue import queue_documents
 from knowledge.documents.reanalysis import reanalyse_task
@@ -49,14 +50,18 @@ def upload_documents(
     external_ids: Sequence[str] | None = None,
     titles: Sequence[str] | None = None,
     max_files: int | None = None,
+    attributes: Mapping[str, object] | None = None,
 ) -> list[UploadOutcome]:
     """Validate every file, store them, add them to the KB's draft and queue ingestion.
 
     Validation happens before anything is stored: one bad file refuses the whole upload with
     per-file errors, so a client never has to guess which part landed. `max_files` replaces
     RAG_MAX_FILES_PER_UPLOAD (a limit for clients) for trusted server-side callers such as
-    `manage.py ingest`.
+    `manage.py ingest`. `attributes` (staff's metadata, `knowledge.attributes`) are given to
+    every new document of the upload; a file already there keeps its own (change them on
+    the document).
     """
+    given_attributes = clean_attributes(attributes or {})
     limit = max_files or settings.RAG_MAX_FILES_PER_UPLOAD
     if not files:
         raise ValidationFailed(_("请至少选择一个文件。"), code="no_files")
@@ -81,7 +86,7 @@ def upload_documents(
                 found_keys.add(key)
         return _register_uploads(
             kb=kb, checked=checked, stored_keys=stored_keys, actor=actor, found_keys=found_keys,
-            source_tag=source_tag, external_ids=external_ids, titles=titles,
+            source_tag=source_tag, external_ids=external_ids, titles=titles, attributes=given_attributes,
         )
     except BaseException:
         _delete_unreferenced_files(kb_id=kb.pk, keys=stored_keys)
@@ -182,6 +187,7 @@ def _register_uploads(
     source_tag: str,
     external_ids: Sequence[str] | None,
     titles: Sequence[str] | None,
+    attributes: Mapping[str, object],
 ) -> list[UploadOutcome]:
     kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
     # Under the KB lock the purge of an earlier document with the same bytes cannot run
@@ -221,6 +227,7 @@ def _register_uploads(
             source_tag=source_tag,
             external_id=(external_ids[index] if external_ids else ""),
             metadata=metadata,
+            attributes=dict(attributes),
             created_by=user_or_none(actor),
             status=DocumentStatus.UPLOADED,
         )
@@ -265,6 +272,29 @@ def schedule_reanalysis(*, kb: KnowledgeBase, actor: Actor) -> None:
 def requeue_documents(*, document_ids: Sequence[int]) -> None:
     """Put documents back in the queue (crash recovery, re-index after a settings change)."""
     queue_documents(document_ids=document_ids)
+
+
+@transaction.atomic
+def set_document_attributes(*, document: Document, attributes: Mapping[str, object], actor: Actor) -> Document:
+    """Replace the document's attributes (staff's metadata) with `attributes`, checked by
+    `knowledge.attributes`. Retrieval filters on them, so the knowledge base's cache epoch moves
+    and no answer cached under the old values is served. Writing the same values changes
+    nothing and logs nothing."""
+    cleaned = clean_attributes(attributes)
+    document = Document.objects.select_for_update().select_related("knowledge_base").get(pk=document.pk)
+    if document.attributes == cleaned:
+        return document
+    changed = sorted(set(document.attributes) ^ set(cleaned) | {
+        key for key in set(document.attributes) & set(cleaned) if document.attributes[key] != cleaned[key]
+    })
+    document.attributes = cleaned
+    document.save(update_fields=["attributes", "updated_at"])
+    epochs.bump_epoch(kb_id=document.knowledge_base_id)
+    audit.record(
+        kb=document.knowledge_base, actor=actor, action=audit.DOCUMENT_ATTRIBUTES_UPDATED,
+        target=_("%(title)s：%(keys)s") % {"title": document.title, "keys": "、".join(changed)},
+    )
+    return document
 
 
 @transaction.atomic

@@ -269,6 +269,7 @@ SPECTACULAR_SETTINGS = {
         "VersionStatusEnum": "knowledge.models.VersionStatus",
         "DocumentStatusEnum": "knowledge.models.DocumentStatus",
         "MessageStatusEnum": "chat.models.MessageStatus",
+        "MetadataFilterOpEnum": "retrieval.contracts.FILTER_OPS",
     },
 }
 

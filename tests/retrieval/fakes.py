@@ -37,20 +37,27 @@ class FakeRepository:
     assets: dict[int, AssetRef] = field(default_factory=dict)
     fail_facts: bool = False
     fail_neighbours: bool = False
+    # The documents any metadata filter admits (the SQL of it is DjangoRepository's, tested on
+    # the database); None: every document.
+    admitted_by_filters: set[int] | None = None
     calls: list[str] = field(default_factory=list)
 
-    def ready_facts(self, *, kb_id, document_ids, version_id=None):
+    def ready_facts(self, *, kb_id, document_ids, version_id=None, filters=()):
         self.calls.append("ready_facts")
         if self.fail_facts:
             raise FactsUnavailable("facts down")
         ready = set(self.ready) if document_ids is None else set(self.ready) & set(document_ids)
-        reason = "" if ready else ("document_ids_not_ready" if document_ids is not None else "no_ready_documents")
+        before = len(ready) if filters else None
+        if filters and self.admitted_by_filters is not None:
+            ready &= self.admitted_by_filters
+        reason = "" if ready else ("no_document_matches_filters" if before else
+                                   "document_ids_not_ready" if document_ids is not None else "no_ready_documents")
         all_docs = {c.document_id for c in self.chunks.values()} | self.ready | self.other
         others = all_docs - ready
-        return ReadyFacts(self.version, frozenset(ready), frozenset(others), "internal", reason, len(others))
+        return ReadyFacts(self.version, frozenset(ready), frozenset(others), "internal", reason, len(others), before)
 
-    def ready_facts_many(self, *, kb_ids, document_ids):
-        return {kb_id: self.ready_facts(kb_id=kb_id, document_ids=document_ids) for kb_id in kb_ids}
+    def ready_facts_many(self, *, kb_ids, document_ids, filters=()):
+        return {kb_id: self.ready_facts(kb_id=kb_id, document_ids=document_ids, filters=filters) for kb_id in kb_ids}
 
     def load_chunks(self, ids):
         self.calls.append("load_chunks")

@@ -1,4 +1,5 @@
 """manage.py evaluate_answers (--dataset DIR | --eval-set NAME) --kb SLUG [--build] [--limit N] [--output FILE]
+[--filter JSON …]
 
 Each question through the full RAGService (routing, FAQ paths, retrieval, relevance floor,
 answer, citations, confidence), stored as an answers run with a row per question."""
@@ -22,6 +23,7 @@ from ...progress import terminal_progress
 from ...runner import build_knowledge_base
 from ...selectors import eval_set_named
 from ...services import import_eval_set
+from ._filters import filters_option
 
 
 class Command(BaseCommand):
@@ -34,8 +36,12 @@ class Command(BaseCommand):
         parser.add_argument("--build", action="store_true", help="with --dataset: load the corpus and publish first")
         parser.add_argument("--limit", type=int, default=None, help="the first N questions")
         parser.add_argument("--output", help="write the report as JSON to this file")
+        parser.add_argument("--filter", action="append", default=[], metavar="JSON",
+                            help="repeatable, all must hold: a metadata filter every question is asked with "
+                            "(as evaluate_retrieval --filter)")
 
     def handle(self, *args, **options):
+        filters = filters_option(options["filter"])
         if not options["dataset"] and not options["eval_set"]:
             raise CommandError("请给出 --dataset（共享评测集目录）或 --eval-set（已导入的评测集名称）。")
         kb = KnowledgeBase.objects.filter(slug=options["kb"]).first()
@@ -58,7 +64,7 @@ class Command(BaseCommand):
         if kb.active_version_id is None:
             raise CommandError("知识库没有生效版本，无法评测。")
         try:
-            report = evaluate_answers(kb=kb, eval_set=eval_set, limit=options["limit"],
+            report = evaluate_answers(kb=kb, eval_set=eval_set, limit=options["limit"], filters=filters,
                                       progress=terminal_progress(self.stderr, "answers"))
         except (DomainError, RetrievalError) as error:
             raise CommandError(f"{error.message}（{error.code}）") from error

@@ -1,5 +1,6 @@
 """manage.py evaluate_retrieval (--dataset DIR | --eval-set NAME) --kb SLUG [--build [--embedding-model NAME]]
 [--mode …] [--fusion convex|rrf …] [--rerank] [--ablation] [--k 5] [--limit N] [--output FILE]
+[--filter '{"field": "部门", "op": "eq", "value": "人力资源部"}' …]
 
 Every configuration is stored as an evaluation run with a row per question (admin: 评测运行).
 A --dataset is imported as the evaluation set of the same name (idempotently) first."""
@@ -23,6 +24,7 @@ from ...progress import terminal_progress
 from ...runner import ABLATION, build_knowledge_base, evaluate_bm25_baseline, evaluate_mode, retrieval_cases, run_label
 from ...selectors import eval_set_named
 from ...services import import_eval_set
+from ._filters import filters_option
 
 
 class Command(BaseCommand):
@@ -50,10 +52,14 @@ class Command(BaseCommand):
                             help="dense, sparse, hybrid, hybrid − rewrite, hybrid − rerank, hybrid + parent expansion "
                             "(instead of --mode / --rewrite / --rerank)")
         parser.add_argument("--output", help="write the report as JSON to this file")
+        parser.add_argument("--filter", action="append", default=[], metavar="JSON",
+                            help='repeatable, all must hold: a metadata filter, e.g. '
+                            '\'{"field": "file_type", "op": "in", "value": ["pdf", "docx"]}\'')
 
     def handle(self, *args, **options):
         if options["k"] < 1:
             raise CommandError("--k 必须 ≥ 1。")
+        filters = filters_option(options["filter"])
         if not options["dataset"] and not options["eval_set"]:
             raise CommandError("请给出 --dataset（共享评测集目录）或 --eval-set（已导入的评测集名称）。")
         dataset = None
@@ -103,13 +109,15 @@ class Command(BaseCommand):
             try:
                 run = evaluate_mode(
                     kb=kb, eval_set=eval_set, k=options["k"], candidate_k=options["candidate_k"], limit=options["limit"],
-                    progress=terminal_progress(self.stderr, name), **config,
+                    progress=terminal_progress(self.stderr, name), filters=filters, **config,
                 )
             except (DomainError, RetrievalError) as error:
                 # The run is stored as failed with the error; say which and why, not a traceback.
                 raise CommandError(f"{name}: {error.message}（{error.code}）") from error
             runs.append({"name": name, **run})
         report["runs"] = runs
+        if filters:
+            report["filters"] = [f.as_dict() for f in filters]
         # Plain BM25 over the corpus files: only a dataset folder has them.
         report["baseline"] = evaluate_bm25_baseline(dataset=dataset, k=options["k"]) if dataset else None
         self._print(report)
@@ -176,3 +184,4 @@ class Command(BaseCommand):
                 timings = run["latency_ms"]["stages"]
                 cells = [f"{timings[s]['p50']:.1f}/{timings[s]['p95']:.1f}" if s in timings else "—" for s in stages]
                 self.stdout.write(f"{run.get('name', run['mode']):<34} " + " ".join(f"{c:>17}" for c in cells))
+
