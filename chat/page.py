@@ -60,6 +60,8 @@ CATALOG = {
     "hit_faq_direct": _("FAQ 相似匹配"),
     "hit_rag": _("文档问答"),
     "hit_insufficient_context": _("依据不足"),
+    "hit_clarify": _("反问确认"),
+    "clarify_choices": _("请选择产品："),
     # Why a score is what it is: the words the trace admin uses too.
     **{f"reason_{code}": label for code, label in REASONS.items()},
 }

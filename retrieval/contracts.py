@@ -50,6 +50,10 @@ class RetrievalRequest:
     # documents of its own active version, all candidates in one fused list. The caller checked
     # the requester's access to every one; `kb_id` stays the one whose settings apply.
     also_kb_ids: tuple[int, ...] = ()
+    # The items (products, models) the question was confirmed to be about: text about other
+    # items only is left out — whole documents about them before the vector store is asked,
+    # then chunks that name only them. Text about no item stays.
+    item_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.also_kb_ids and self.version_id is not None:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from django.conf import settings
@@ -214,6 +214,8 @@ class RetrievalService:
         run = _Run()
         started = time.perf_counter()
         scope = self._scope(request)
+        if request.item_ids:
+            scope = self._about_items(request, scope, run)
         run.timed("facts", started)
         if not scope.ready_ids:
             # Nothing may answer: return at once, no model, no vector store, no cache.
@@ -254,6 +256,8 @@ class RetrievalService:
             name: [hit for hit in hits if hit.document_id in scope.ready_ids]
             for name, hits in lists.items()
         }
+        if request.item_ids:
+            lists = self._drop_other_items(request, lists, run)
         self._check(cancel)
 
         started = time.perf_counter()
@@ -296,6 +300,34 @@ class RetrievalService:
             facts=self.repository.ready_facts_many(kb_ids=request.kb_ids, document_ids=request.document_ids),
         )
 
+    def _about_items(self, request: RetrievalRequest, scope: _Scope, run: _Run) -> _Scope:
+        """The scope without the documents that are only about other items than the confirmed
+        ones, so the vector store is not asked for them at all."""
+        excluded = self.repository.documents_about_other_items(document_ids=scope.ready_ids,
+                                                              item_ids=request.item_ids)
+        run.counts["item_excluded_documents"] = len(excluded)
+        run.notes.append("items:" + ",".join(str(i) for i in request.item_ids))
+        if not excluded:
+            return scope
+        facts = {
+            kb_id: replace(
+                facts, ready_ids=facts.ready_ids - excluded, other_ids=None,
+                other_count=facts.other_count + len(facts.ready_ids & excluded),
+            )
+            for kb_id, facts in scope.facts.items()
+        }
+        return _Scope(kb_ids=scope.kb_ids, facts=facts)
+
+    def _drop_other_items(self, request: RetrievalRequest, lists: dict[str, list[RankedHit]],
+                          run: _Run) -> dict[str, list[RankedHit]]:
+        """Chunks of shared documents (a manual of the whole range) that name only other items."""
+        other = self.repository.chunks_about_other_items(
+            chunk_ids={hit.id for hits in lists.values() for hit in hits}, item_ids=request.item_ids)
+        run.counts["item_excluded_chunks"] = len(other)
+        if not other:
+            return lists
+        return {name: [hit for hit in hits if hit.id not in other] for name, hits in lists.items()}
+
     # --- stages ---------------------------------------------------------------------------------
 
     def _candidates_key(self, request: RetrievalRequest, scope: _Scope, epochs: dict[int, int]) -> str:
@@ -321,6 +353,7 @@ class RetrievalService:
             hyde=getattr(self.hyde_model, "name", None) if request.enable_hyde else None,
             parents=self.parent_budget_tokens if request.enable_parent_expansion else None,
             dynamic=request.dynamic_top_k,
+            items=sorted(request.item_ids) or None,
             fusion=[self._fusion(request), self._dense_weight()],
             embedding=[self.embedder.model, self.embedder.dimension],
             dictionary=list(self.dictionary),

@@ -397,6 +397,8 @@
       note: node("p", "msg-note"),
       error: node("p", "msg-error"),
       sources: node("div", "sources"),
+      choices: node("div", "clarify"),
+      clarify: null,
       text: "",
       citations: [],
       confidence: null,
@@ -407,9 +409,11 @@
     view.error.hidden = true;
     view.error.setAttribute("role", "alert");
     view.sources.hidden = true;
+    view.choices.hidden = true;
     view.meta.hidden = true;
     item.appendChild(view.meta);
     item.appendChild(view.answer);
+    item.appendChild(view.choices);
     item.appendChild(view.note);
     item.appendChild(view.error);
     item.appendChild(view.sources);
@@ -460,6 +464,26 @@
       view.meta.appendChild(tag);
     }
     view.meta.hidden = !view.meta.childNodes.length;
+  }
+
+  // A clarifying question's choices: each asks the question again about that item.
+  function renderClarify(view) {
+    view.choices.textContent = "";
+    var clarify = view.clarify;
+    if (!clarify || !clarify.choices || !clarify.choices.length) {
+      view.choices.hidden = true;
+      return;
+    }
+    view.choices.appendChild(node("p", "clarify-title", t("clarify_choices")));
+    var list = node("div", "clarify-choices");
+    clarify.choices.forEach(function (choice) {
+      var button = node("button", "clarify-choice", choice.name);
+      button.type = "button";
+      button.setAttribute("data-item-id", String(choice.item_id));
+      list.appendChild(button);
+    });
+    view.choices.appendChild(list);
+    view.choices.hidden = false;
   }
 
   function renderSources(view) {
@@ -714,9 +738,11 @@
       view.citations = evidence.citations || [];
       view.confidence = evidence.answer_confidence || null;
       view.hitType = evidence.hit_type || null;
+      view.clarify = evidence.clarify || null;
       renderView(view);
       renderMeta(view);
       renderSources(view);
+      renderClarify(view);
       if (message.status === "cancelled") showNote(view, t("stopped"));
       else if (message.status === "error") showError(view, t("error"));
     });
@@ -783,6 +809,10 @@
         view.text += part.delta || "";
         queueRender(view);
         break;
+      case "data-clarify":
+        view.clarify = part.data || null;
+        renderClarify(view);
+        break;
       case "data-answer":
         var data = part.data || {};
         view.citations = data.citations || view.citations;
@@ -836,7 +866,7 @@
     return pump();
   }
 
-  function ask(question) {
+  function ask(question, itemIds) {
     if (!state.kb) {
       setStatus(t("no_knowledge_base"));
       return;
@@ -857,6 +887,7 @@
     var body = { knowledge_base_id: state.kb, question: question };
     if (also.length) body.knowledge_base_ids = [state.kb].concat(also);
     if (state.conversationId) body.conversation_id = state.conversationId;
+    if (itemIds && itemIds.length) body.item_ids = itemIds;
 
     fetch(config.urls.stream, {
       method: "POST",
@@ -950,6 +981,14 @@
   });
 
   el.messages.addEventListener("click", function (event) {
+    var choice = event.target.closest("button[data-item-id]");
+    if (choice) {
+      var owner = views.get(choice.closest("li.msg"));
+      if (owner && owner.clarify && !state.streaming) {
+        ask(owner.clarify.question, [parseInt(choice.getAttribute("data-item-id"), 10)]);
+      }
+      return;
+    }
     var button = event.target.closest("button[data-cite]");
     if (!button) return;
     var item = button.closest("li.msg");
