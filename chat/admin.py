@@ -357,6 +357,7 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
             "insufficient_reason": labels.insufficient_reason_label(trace.insufficient_reason) if trace.insufficient_reason else "",
             "error": labels.error_label(trace.error_code) if trace.error_code else "",
             "details_json": pretty_json(details),
+            "items": labels.item_confirmation_rows(details.get("items")),
         }
 
     @admin.display(description=gettext_lazy("问题"), ordering="question")

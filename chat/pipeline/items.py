@@ -9,8 +9,10 @@ the model is asked which item is meant and its answer is scored the same way. Th
 - rule A: one candidate at or above `high` → confirmed; retrieval reads only text about it;
 - rule B: several at or above `high` → the ones named exactly win (a comparison names several,
   and all of them are confirmed); none exact → the best alone when it leads clearly, else C;
-- rule C: candidates between `low` and `high` → a clarifying question listing them, instead of
-  a guess (a FAQ staff wrote for the whole family may still answer it directly);
+- rule C: candidates between `low` and `high` → a clarifying question listing them instead of a
+  guess, once retrieval shows the best evidence is about some of them (a question about the
+  whole family that the same text answers for all, or a FAQ staff wrote for the family, is
+  answered);
 - nothing at or above `low` → no item: retrieval as without a catalog.
 
 A follow-up that names no item keeps the previous question's. An item the asker chose from a
@@ -68,6 +70,8 @@ class ItemConfirmation:
     candidates: tuple[ItemCandidate, ...]  # every scored item, best first
     question: str  # what retrieval reads: the question with a chosen item's name in it
     extracted: str = ""  # the model's reading of the item, when it was asked
+    # The FAQ that would have answered directly but is about another item (or one candidate).
+    faq_set_aside: int | None = None
 
     @property
     def item_ids(self) -> tuple[int, ...]:
@@ -89,6 +93,7 @@ class ItemConfirmation:
             "candidates": [c.as_dict() for c in self.candidates],
             "question": self.question,
             "extracted": self.extracted,
+            "faq_set_aside": self.faq_set_aside,
         }
 
 
@@ -189,6 +194,12 @@ def decide(scores: tuple[ItemScore, ...], *, rules: ItemRules) -> tuple[str, tup
     if _any_at(scores, rules.low):
         return RULE_C, ()
     return RULE_NONE, ()
+
+
+def item_specific(text: str, *, catalog: ItemCatalog, candidates: tuple[int, ...]) -> bool:
+    """Whether evidence names any of the candidates: what it says may then hold for some of them
+    only. Evidence naming none of them reads the same whichever is meant."""
+    return bool(catalog.items_in(text) & set(candidates))
 
 
 def with_item_named(question: str, *, catalog: ItemCatalog, names: list[str]) -> str:

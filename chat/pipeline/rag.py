@@ -7,7 +7,7 @@
     stage 3  FAQ retrieval    threshold direct answer, fast-path candidates reused
     stage 4  documents        RetrievalService (the same one the API and the hit test use)
     stage 5  context          relevance floor, budgets, numbering, citations | insufficient
-                              | a clarifying question (rule C)
+                              | a clarifying question (rule C, the best evidence about candidates)
     stage 6  generation       streamed through citation enforcement, verified, confidence
     stage 7  persistence      answer + evidence + trace in one transaction
 
@@ -87,6 +87,7 @@ from .items import (
     faq_fits,
     faq_hits_about,
     focus_results,
+    item_specific,
 )
 from .generation import AnswerFilter, afiltered_stream, filtered_stream, is_declined
 from .preparation import (
@@ -333,8 +334,8 @@ class RAGService:
                                    prepared=prepared, route=route, faqs=faqs, cancel=turn.cancel)
         if (faq_stage.direct is not None and turn.items is not None and turn.catalog is not None
                 and not faq_fits(faq_stage.direct, confirmation=turn.items, catalog=turn.catalog)):
+            turn.items = replace(turn.items, faq_set_aside=faq_stage.direct.faq_id)
             faq_stage = replace(faq_stage, direct=None, direct_kind="")
-            turn.degradations.append("faq_direct_other_item")
         turn.faq = faq_stage
         if not faq_stage.reused_fast_path:
             turn.record_search(cache=faq_stage.response.cache, degradations=faq_stage.response.degradations)
@@ -346,16 +347,6 @@ class RAGService:
                                            faq_ids=(hit.faq_id,))
             return None
         turn.check_cancelled()
-
-        clarification = self._clarification(turn)
-        if clarification is not None:
-            # Asked back before the documents are searched: nothing they say would be more than a
-            # guess at which item is meant.
-            turn.clarification = clarification
-            yield from self._single_answer(turn, hit_type=HitType.CLARIFY, answer=clarify_answer(clarification),
-                                           intent=prepared.intent, citations=(), top_score=0.0,
-                                           clarify=clarification)
-            return None
 
         yield Status("doc_search", _("正在匹配相关业务资料..."))
         release_connection()
@@ -372,6 +363,10 @@ class RAGService:
                 # items only are not read: "X3 Pro 的保修期" must not be answered with X3's too.
                 results = focus_results(results, catalog=turn.catalog, item_ids=turn.items.item_ids)
                 faq_hits = faq_hits_about(faq_hits, catalog=turn.catalog, item_ids=turn.items.item_ids)
+            elif turn.items is not None and turn.items.unsure and turn.catalog is not None:
+                # While the item is open, a FAQ about one candidate is a guess at it.
+                faq_hits = tuple(hit for hit in faq_hits
+                                 if faq_fits(hit, confirmation=turn.items, catalog=turn.catalog))
             selection = select_context(
                 question=prepared.rewritten_query, faq_hits=faq_hits,
                 doc_results=results, plan=prepared.plan, rules=rules.context,
@@ -379,6 +374,13 @@ class RAGService:
             )
             citations = build_citations(selection.items, question=prepared.rewritten_query, bases=turn.bases)
         turn.selection = selection
+        clarification = self._clarification(turn, selection)
+        if clarification is not None:
+            turn.clarification = clarification
+            yield from self._single_answer(turn, hit_type=HitType.CLARIFY, answer=clarify_answer(clarification),
+                                           intent=prepared.intent, citations=(), top_score=selection.top_score,
+                                           clarify=clarification)
+            return None
         if not selection.items:
             yield from self._single_answer(turn, hit_type=HitType.INSUFFICIENT_CONTEXT,
                                            answer=decline_answer(turn.kb, reason=selection.insufficient_reason),
@@ -474,13 +476,20 @@ class RAGService:
         yield self._finish(turn, answer=answer, intent=prepared.intent, citations=citations,
                            confidence=confidence)
 
-    def _clarification(self, turn: TurnState) -> Clarification | None:
+    def _clarification(self, turn: TurnState, selection: ContextSelection) -> Clarification | None:
         """Rule C's clarifying question: the question fits several items and none more than the
-        others, so it is asked back rather than answered with a guess."""
-        confirmation = turn.items
-        if confirmation is None or not confirmation.unsure or len(confirmation.clarify_candidates) < 2:
+        others. Asked when the best evidence is about some of them (a price table, one model's
+        sentence), since answering would be a guess; not when it names none of them (the
+        management address, the same on every model), nor when nothing answers at all."""
+        confirmation, catalog = turn.items, turn.catalog
+        if confirmation is None or catalog is None or not confirmation.unsure:
             return None
         candidates = confirmation.clarify_candidates
+        documents = [item for item in selection.items if item.kind == "chunk"]
+        if len(candidates) < 2 or not documents:
+            return None
+        if not item_specific(documents[0].text, catalog=catalog, candidates=tuple(c.item_id for c in candidates)):
+            return None
         mention = next((c.matched for c in candidates if c.matched), "")
         return Clarification(
             question=turn.question, mention=mention,

@@ -440,7 +440,8 @@
   function renderMeta(view) {
     view.meta.textContent = "";
     var confidence = view.confidence;
-    if (confidence && confidence.level) {
+    // A clarifying question states nothing to be confident about: no badge.
+    if (confidence && confidence.level && view.hitType !== "clarify") {
       var level = ["high", "medium", "low"].indexOf(confidence.level) >= 0 ? confidence.level : "low";
       var badge = node("details", "confidence-badge");
       badge.setAttribute("data-level", level);

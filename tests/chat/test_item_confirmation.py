@@ -23,6 +23,7 @@ from knowledge.items import services as item_services
 from knowledge.models import ChunkItem, Item, KnowledgeBase, TagSource, Visibility
 from tests.chat.conftest import live_chat_server, post_stream, publish_draft, ws_url
 from tests.conftest import make_kb
+from tests.fakes.provider_server import Answer, Fail
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -305,3 +306,34 @@ def test_evaluation_counts_a_clarifying_question_as_neither_answered_nor_decline
 
 def result_trace(result) -> dict:
     return QueryTrace.objects.get(trace_id=result.trace_id).full_details
+
+
+# --- the chat model's reading --------------------------------------------------------------------
+
+
+def test_the_chat_model_names_the_item_the_words_leave_open(products_kb, staff_user, openai_provider):
+    # given: a question that describes a model without naming it; the model reads it as X3 Pro
+    openai_provider.enqueue("openai.chat", Answer(text='{"item": "星河X3 Pro"}'))
+
+    # when
+    result = ask(products_kb, staff_user, "三频那款路由器保修多久？")
+
+    # then: confirmed by the model's reading, scored against the catalog like a question
+    items = result_trace(result)["items"]
+    assert (items["rule"], items["source"], items["extracted"]) == ("A", "model", "星河X3 Pro")
+    extraction = openai_provider.requests("openai.chat")[0].body
+    assert "星河X3 Pro" in extraction["messages"][0]["content"]  # the catalog's names were offered
+
+
+def test_a_failed_model_reading_falls_back_to_the_words(products_kb, staff_user, openai_provider):
+    # given
+    openai_provider.enqueue("openai.chat", Fail(status=500))
+
+    # when
+    result = ask(products_kb, staff_user, "三频那款路由器保修多久？")
+
+    # then: no item, the answer still given, the failure on record
+    assert result.hit_type != HitType.CLARIFY
+    trace = result_trace(result)
+    assert trace["items"]["rule"] == "none"
+    assert "item_extraction_failed" in trace["degradations"]
