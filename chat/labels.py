@@ -109,7 +109,7 @@ ERRORS = {
     "retrieval_unavailable": gettext_lazy("检索服务不可用"),
     "facts_unavailable": gettext_lazy("读取文档信息失败"),
 }
-CITATION_KINDS = {"chunk": gettext_lazy("文档"), "faq": gettext_lazy("FAQ")}
+CITATION_KINDS = {"chunk": gettext_lazy("文档"), "faq": gettext_lazy("FAQ"), "web": retrieval_labels.WEB_SOURCE}
 
 
 def _label(labels: Mapping[str, Any], code: str) -> str:
