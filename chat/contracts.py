@@ -230,8 +230,9 @@ class Citation:
     """`[来源 N]` of an answer: built from retrieval results, never parsed from model text."""
 
     number: int
-    kind: Literal["chunk", "faq"]
-    title: str  # document title, or the FAQ's standard question
+    # "web": a page a web search found, not the knowledge base's content (no chunk, no document)
+    kind: Literal["chunk", "faq", "web"]
+    title: str  # document title, the FAQ's standard question, or the web page's title
     text: str  # what the reader sees: the context text given to the model
     score: float  # retrieval ranking score
     relevance: float  # lexical coverage of the question (the relevance floor's measure)
@@ -249,6 +250,10 @@ class Citation:
     cited: bool = False  # the answer cites it inline
     knowledge_base: str = ""  # the slug of the knowledge base the source belongs to
     knowledge_base_name: str = ""
+    # A web source's page: shown as a link the reader may open, never fetched by the server or
+    # the page. Kept only inside this answer's evidence.
+    url: str = ""
+    site: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -112,7 +112,7 @@ ERRORS = {
     "retrieval_unavailable": gettext_lazy("检索服务不可用"),
     "facts_unavailable": gettext_lazy("读取文档信息失败"),
 }
-CITATION_KINDS = {"chunk": gettext_lazy("文档"), "faq": gettext_lazy("FAQ")}
+CITATION_KINDS = {"chunk": gettext_lazy("文档"), "faq": gettext_lazy("FAQ"), "web": retrieval_labels.WEB_SOURCE}
 
 
 # Item confirmation (chat/pipeline/items.py): which rule concluded, from what, by what match.

@@ -49,6 +49,7 @@ CATALOG = {
     "preview": _("原文区域"),
     "images": _("图片"),
     "faq": _("FAQ"),
+    "web_source": _("网络来源（非知识库内容）"),
     "no_knowledge_base": _("请先选择知识库。"),
     "examples": _("可以这样问："),
     "locator_page": _("第 {page} 页"),

@@ -194,7 +194,9 @@ class SupportSpanOutput(serializers.Serializer):
 
 class CitationOutput(serializers.Serializer):
     number = serializers.IntegerField(help_text="N of `[来源 N]`.")
-    kind = serializers.ChoiceField(choices=["chunk", "faq"])
+    kind = serializers.ChoiceField(
+        choices=["chunk", "faq", "web"], help_text='"web": a web page, not the knowledge base\'s content.'
+    )
     title = serializers.CharField(allow_blank=True)
     text = serializers.CharField(allow_blank=True)
     score = serializers.FloatField()
@@ -213,6 +215,10 @@ class CitationOutput(serializers.Serializer):
     cited = serializers.BooleanField(help_text="The answer cites it inline.")
     knowledge_base = serializers.CharField(allow_blank=True, help_text="Slug of the source's knowledge base.")
     knowledge_base_name = serializers.CharField(allow_blank=True)
+    url = serializers.CharField(
+        allow_blank=True, help_text="A web source's page (\"\" for other kinds); opened by the reader only."
+    )
+    site = serializers.CharField(allow_blank=True, help_text="A web source's site (host name).")
 
 
 class IntentOutput(serializers.Serializer):

@@ -31,7 +31,7 @@ from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
 from engines.ports import AsyncChatStream, ChatMessage, ChatModel, ProviderError
-from engines.providers import get_chat_model
+from engines.providers import get_chat_model, web_search_configured
 from knowledge.access import access_knowledge_base, access_knowledge_bases
 from knowledge.models import KnowledgeBase
 from knowledge.documents.selectors import chunk_contents
@@ -669,4 +669,6 @@ def _retrieval_request(turn: TurnState, prepared: Preparation) -> RetrievalReque
         document_ids=plan.document_ids,
         context_variants=tuple(prepared.variants[1:]),
         item_ids=turn.items.item_ids if turn.items is not None else (),
+        # The asked knowledge base's switch decides, as its other settings do for the scope.
+        enable_web_search=turn.kb.web_search_enabled and web_search_configured(),
     )

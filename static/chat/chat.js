@@ -39,6 +39,7 @@
     panelTitle: $("source-title"),
     panelKind: $("source-kind"),
     panelLocator: $("source-locator"),
+    panelLink: $("source-link"),
     panelHeading: $("source-heading"),
     panelText: $("source-text"),
     panelPreview: $("source-preview"),
@@ -509,10 +510,33 @@
       var label = locatorLabel(citation);
       if (label) button.appendChild(node("span", "source-locator", " · " + label));
       item.appendChild(button);
+      if (citation.kind === "web") item.appendChild(webSourceLine(citation));
       list.appendChild(item);
     });
     view.sources.appendChild(list);
     view.sources.hidden = false;
+  }
+
+  // A web source is none of the knowledge base's content: it says so, names its site and shows
+  // its whole address as a link that only a click opens (in a new tab, without the referrer);
+  // the page never fetches it, its preview or any image of it.
+  function webLink(url) {
+    if (typeof url !== "string" || !/^https?:\/\/[^\s]+$/i.test(url)) return node("span", "web-url", url || "");
+    var link = node("a", "web-url", url);
+    link.href = url;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer nofollow";
+    link.referrerPolicy = "no-referrer";
+    return link;
+  }
+
+  function webSourceLine(citation) {
+    var line = node("div", "source-web");
+    line.appendChild(node("span", "web-label", t("web_source")));
+    if (citation.site) line.appendChild(node("span", "web-site", " · " + citation.site + " · "));
+    else line.appendChild(document.createTextNode(" · "));
+    line.appendChild(webLink(citation.url));
+    return line;
   }
 
   function showNote(view, text) {
@@ -601,12 +625,19 @@
     el.panelTitle.textContent = plain("[" + citation.number + "] " + (citation.title || ""));
     var kinds = [];
     if (citation.kind === "faq") kinds.push(t("faq"));
+    if (citation.kind === "web") kinds.push(t("web_source"));
+    if (citation.kind === "web" && citation.site) kinds.push(plain(citation.site));
     if (citation.knowledge_base_name) kinds.push(plain(citation.knowledge_base_name));
     el.panelKind.textContent = kinds.join(" · ");
     el.panelKind.hidden = !kinds.length;
     var label = locatorLabel(citation);
     el.panelLocator.textContent = plain(label);
     el.panelLocator.hidden = !label;
+    if (el.panelLink) {
+      el.panelLink.textContent = "";
+      if (citation.kind === "web") el.panelLink.appendChild(webLink(citation.url));
+      el.panelLink.hidden = citation.kind !== "web";
+    }
     var heading = (citation.heading_path || []).join(" › ");
     el.panelHeading.textContent = plain(heading);
     el.panelHeading.hidden = !heading;
