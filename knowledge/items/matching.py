@@ -31,7 +31,6 @@ from engines.lexical import fold, model_code_spans, normalise
 MIN_FUZZY_CHARS = 4
 _ALNUM = re.compile(r"[a-z0-9]")
 _DIGITS = re.compile(r"\d+")
-_SEPARATORS = r"[\s\-_·•/]*"
 
 
 @dataclass(frozen=True)
@@ -75,18 +74,20 @@ class ItemScore:
     kind: str  # "exact" | "fuzzy" | "group"
 
 
-def _pattern(form: str) -> str | None:
-    folded = normalise(form)
-    if not folded:
-        return None
-    body = _SEPARATORS.join(re.escape(char) for char in folded)
-    lead = r"(?<![a-z0-9])" if _ALNUM.match(folded[0]) else ""
-    tail = r"(?![a-z0-9])" if _ALNUM.match(folded[-1]) else ""
-    return f"{lead}{body}{tail}"
+_SEPARATOR = re.compile(r"[\s\-_·•/]")
+
+
+def _is_alnum(char: str) -> bool:
+    return bool(char) and _ALNUM.match(char) is not None
 
 
 class ItemCatalog:
-    """The items of one or more knowledge bases, ready to find in text."""
+    """The items of one or more knowledge bases, ready to find in text.
+
+    Names are looked up in the question with its separators removed (so "星河X3 Pro" and
+    "星河x3pro" read alike), keyed by their first two characters, longest first; a name's ends
+    are checked against the text as written, where a space still separates "星河X3" from "2年".
+    """
 
     def __init__(self, items: Iterable[CatalogItem]) -> None:
         self.items: tuple[CatalogItem, ...] = tuple(items)
@@ -106,15 +107,10 @@ class ItemCatalog:
                 kinds[key] = "group"
         self._owners = {key: tuple(sorted(ids)) for key, ids in owners.items() if key}
         self._kinds = kinds
-        # Longest first, so the alternation takes "星河x3pro" before "星河x3" at the same place.
-        keys = sorted(self._owners, key=lambda key: (-len(key), key))
-        patterns = [(key, _pattern(key)) for key in keys]
-        self._keys = [key for key, pattern in patterns if pattern]
-        self._regex = (
-            re.compile("|".join(f"(?P<k{i}>{pattern})" for i, (_, pattern) in enumerate(
-                (k, p) for k, p in patterns if p)))
-            if self._keys else None
-        )
+        buckets: dict[str, list[str]] = {}
+        for key in self._owners:
+            buckets.setdefault(key[:2], []).append(key)
+        self._buckets = {lead: sorted(keys, key=lambda k: (-len(k), k)) for lead, keys in buckets.items()}
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -129,24 +125,56 @@ class ItemCatalog:
         """Every item or group named in `text`, in order, none overlapping. Offsets are into
         `fold(text)`, which has the same length as `text` for the text people write (NFKC may
         change the length of rare compatibility characters; offsets are then approximate)."""
-        if self._regex is None or not text:
+        if not self._owners or not text:
             return []
         folded = fold(text)
+        positions = [i for i, char in enumerate(folded) if not _SEPARATOR.match(char)]
+        compact = "".join(folded[i] for i in positions)
         found = []
-        for match in self._regex.finditer(folded):
-            key = self._keys[int(match.lastgroup[1:])]
-            found.append(Mention(item_ids=self._owners[key], text=text[match.start():match.end()] or match.group(0),
-                                 start=match.start(), end=match.end(), kind=self._kinds[key]))
+        at = 0
+        while at < len(compact):
+            match = self._longest_at(compact, at, folded, positions)
+            if match is None:
+                at += 1
+                continue
+            key, end = match
+            first, last = positions[at], positions[end - 1]
+            found.append(Mention(item_ids=self._owners[key], text=text[first:last + 1] or folded[first:last + 1],
+                                 start=first, end=last + 1, kind=self._kinds[key]))
+            at = end
         return found
+
+    def _longest_at(self, compact: str, at: int, folded: str, positions: list[int]) -> tuple[str, int] | None:
+        # Names of two characters or more are keyed by their first two, one-character names by
+        # theirs: the first bucket holds only longer names than the second.
+        for lead in dict.fromkeys((compact[at:at + 2], compact[at:at + 1])):
+            for key in self._buckets.get(lead, ()):
+                if not compact.startswith(key, at):
+                    continue
+                end = at + len(key)
+                first, last = positions[at], positions[end - 1]
+                # The name's ends in the text as written: "X3" is not in "X35" nor "AX3".
+                if _is_alnum(key[0]) and first > 0 and _is_alnum(folded[first - 1]):
+                    continue
+                if _is_alnum(key[-1]) and last + 1 < len(folded) and _is_alnum(folded[last + 1]):
+                    continue
+                return key, end
+        return None
 
     def items_in(self, text: str) -> set[int]:
         """The items `text` names by their own names (a group alone tags nothing)."""
         return {i for mention in self.mentions(text) if mention.kind == "item" for i in mention.item_ids}
 
     @cached_property
-    def _fuzzy_forms(self) -> tuple[tuple[str, int], ...]:
-        return tuple((normalise(form), item.id) for item in self.items for form in item.forms
-                     if len(normalise(form)) >= MIN_FUZZY_CHARS)
+    def _fuzzy_index(self) -> tuple[tuple[tuple[str, int], ...], dict[str, tuple[int, ...]]]:
+        """The names long enough to be misspelt, and which of them hold each character pair."""
+        forms = tuple(dict.fromkeys((normalise(form), item.id) for item in self.items for form in item.forms
+                                    if len(normalise(form)) >= MIN_FUZZY_CHARS))
+        pairs: dict[str, set[int]] = {}
+        for number, (form, _item) in enumerate(forms):
+            for pair in _pairs(form):
+                pairs.setdefault(pair, set()).add(number)
+        return forms, {pair: tuple(sorted(numbers)) for pair, numbers in pairs.items()}
 
     def score(self, text: str, *, group_score: float, min_fuzzy: float) -> tuple[ItemScore, ...]:
         """Every item `text` may be about with how sure that is, best first. Items named
@@ -182,8 +210,18 @@ class ItemCatalog:
         # Compare on the question without separators, remembering where each character was.
         chars = [(i, c) for i, c in enumerate(folded) if not re.match(r"[\s\W_]", c) and i not in covered]
         compact = "".join(c for _, c in chars)
+        forms, pairs = self._fuzzy_index
+        # Only names sharing half their character pairs with the question can be near misses of
+        # it: the windows below are compared with those alone, whatever the catalog's size.
+        shared: dict[int, int] = {}
+        for pair in _pairs(compact):
+            for number in pairs.get(pair, ()):
+                shared[number] = shared.get(number, 0) + 1
         found = []
-        for form, item_id in self._fuzzy_forms:
+        for number, count in shared.items():
+            form, item_id = forms[number]
+            if count * 2 < len(form) - 1:
+                continue
             width = len(form)
             digits = _DIGITS.findall(form)
             best_ratio, best_at = 0.0, None
@@ -206,6 +244,10 @@ class ItemCatalog:
                 found.append(ItemScore(item_id, item.name, round(best_ratio, 4), False,
                                        text[first:last + 1], "fuzzy"))
         return found
+
+
+def _pairs(text: str) -> set[str]:
+    return {text[i:i + 2] for i in range(len(text) - 1)}
 
 
 def focus_text(text: str, *, catalog: ItemCatalog, item_ids: Iterable[int]) -> str:

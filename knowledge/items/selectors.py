@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
+from functools import lru_cache
+
+from django.db.models import Count, Max
 
 from knowledge.items.matching import CatalogItem, ItemCatalog
 from knowledge.models import Chunk, ChunkItem, Item, TagSource
 
 
 def catalog_for(*, kb_ids: Sequence[int]) -> ItemCatalog:
-    """The enabled items of these knowledge bases."""
-    rows = Item.objects.filter(knowledge_base_id__in=list(kb_ids), enabled=True).order_by("pk")
+    """The enabled items of these knowledge bases. Every question reads it: the compiled
+    catalog is kept per process and rebuilt when an item of these bases was saved or deleted
+    (one aggregate query tells)."""
+    ids = tuple(sorted(set(kb_ids)))
+    state = Item.objects.filter(knowledge_base_id__in=ids).aggregate(count=Count("pk"), last=Max("updated_at"))
+    return _catalog(ids, state["count"], state["last"])
+
+
+@lru_cache(maxsize=64)
+def _catalog(kb_ids: tuple[int, ...], count: int, last: datetime | None) -> ItemCatalog:
+    if not count:
+        return ItemCatalog(())
+    rows = Item.objects.filter(knowledge_base_id__in=kb_ids, enabled=True).order_by("pk")
     return ItemCatalog(
         CatalogItem(
             id=row.pk, name=row.name, aliases=tuple(row.aliases or ()), codes=tuple(row.codes or ()),
