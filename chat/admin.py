@@ -220,8 +220,17 @@ def citation_rows(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "cited": citation.get("cited", False),
             "supporting": supporting,
             "text": citation.get("text", ""),
+            # A web source's page, shown as a link the reader opens (never fetched here).
+            "url": _web_address(citation.get("url")) if kind == "web" else "",
+            "site": str(citation.get("site") or "") if kind == "web" else "",
         })
     return rows
+
+
+def _web_address(value: Any) -> str:
+    """A stored web source's address when it is http(s): only those become links."""
+    url = str(value or "")
+    return url if url.lower().startswith(("http://", "https://")) else ""
 
 
 def answer_block(text: str, citations: list[dict[str, Any]], *, element_id: str) -> str:
@@ -365,6 +374,7 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
             "error": labels.error_label(trace.error_code) if trace.error_code else "",
             "details_json": pretty_json(details),
             "filters": filter_words(details.get("documents")),
+            "items": labels.item_confirmation_rows(details.get("items")),
         }
 
     @admin.display(description=gettext_lazy("问题"), ordering="question")

@@ -1,4 +1,5 @@
-"""`ws/chat/` — the turn's events over a WebSocket: `start`, `status`, `token`, `end`, `error`.
+"""`ws/chat/` — the turn's events over a WebSocket: `start`, `status`, `token`, `clarify` (a
+clarifying question's choices, before its `end`), `end`, `error`.
 
 One socket serves many turns, one at a time. The client sends
 `{"type": "question", "knowledge_base_id": …, "question": …, "conversation_id"?: …, options…}`
@@ -108,6 +109,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 elif isinstance(event, Delta):
                     await self.send_json({"type": "token", "session_id": session_id, "token": event.text})
                 elif isinstance(event, Finished):
+                    if event.result.clarify is not None:
+                        await self.send_json({"type": "clarify", "session_id": session_id,
+                                              **event.result.clarify.as_dict()})
                     await self.send_json(_end_event(event, session_id=session_id))
                     # The turn is over for the client, which may ask again at once: do not wait
                     # for the worker thread to wind down, or that question is `turn_in_progress`.
@@ -183,4 +187,5 @@ def _end_event(event: Finished, *, session_id: str) -> dict:
         "processing_time": round((retrieval.get("total_elapsed_ms") or 0) / 1000, 3),
         "trace_id": str(result.trace_id),
         "message_id": result.assistant_message_id,
+        "clarify": result.clarify.as_dict() if result.clarify else None,
     }

@@ -58,6 +58,8 @@ class HitType(LabelledEnum):
     FAQ_DIRECT = "faq_direct"
     RAG = "rag"
     INSUFFICIENT_CONTEXT = "insufficient_context"
+    # Asked back which item is meant: neither an answer nor a decline.
+    CLARIFY = "clarify"
 
     @property
     def label(self) -> str:
@@ -67,6 +69,7 @@ class HitType(LabelledEnum):
             HitType.FAQ_DIRECT: gettext("FAQ 直答"),
             HitType.RAG: gettext("文档问答"),
             HitType.INSUFFICIENT_CONTEXT: gettext("信息不足"),
+            HitType.CLARIFY: gettext("反问确认"),
         }[self]
 
 
@@ -163,6 +166,30 @@ class ChatQuery:
     # More knowledge bases (slugs) the question reads, each access-checked like the first:
     # their evidence competes with `knowledge_base_id`'s in one ranking.
     also_knowledge_base_ids: tuple[str, ...] = ()
+    # The items the asker chose from a clarifying question: the question is about them.
+    item_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClarifyChoice:
+    item_id: int
+    name: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"item_id": self.item_id, "name": self.name}
+
+
+@dataclass(frozen=True)
+class Clarification:
+    """A clarifying question: the question asked, and the items to choose from. Asking the
+    same question again with one chosen (`ChatQuery.item_ids`) answers it."""
+
+    question: str
+    mention: str  # the words of the question that fit several items ("星河路由器")
+    choices: tuple[ClarifyChoice, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"question": self.question, "mention": self.mention, "choices": [c.as_dict() for c in self.choices]}
 
 
 @dataclass(frozen=True)
@@ -206,8 +233,9 @@ class Citation:
     """`[来源 N]` of an answer: built from retrieval results, never parsed from model text."""
 
     number: int
-    kind: Literal["chunk", "faq"]
-    title: str  # document title, or the FAQ's standard question
+    # "web": a page a web search found, not the knowledge base's content (no chunk, no document)
+    kind: Literal["chunk", "faq", "web"]
+    title: str  # document title, the FAQ's standard question, or the web page's title
     text: str  # what the reader sees: the context text given to the model
     score: float  # retrieval ranking score
     relevance: float  # lexical coverage of the question (the relevance floor's measure)
@@ -225,6 +253,10 @@ class Citation:
     cited: bool = False  # the answer cites it inline
     knowledge_base: str = ""  # the slug of the knowledge base the source belongs to
     knowledge_base_name: str = ""
+    # A web source's page: shown as a link the reader may open, never fetched by the server or
+    # the page. Kept only inside this answer's evidence.
+    url: str = ""
+    site: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -355,6 +387,7 @@ class TurnResult:
     answer_confidence: AnswerConfidence
     retrieval: dict[str, Any]  # plan, variants, stage timings, first token, cache, …
     kb_version: int | None
+    clarify: Clarification | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -370,6 +403,7 @@ class TurnResult:
             "answer_confidence": self.answer_confidence.as_dict(),
             "retrieval": self.retrieval,
             "kb_version": self.kb_version,
+            "clarify": self.clarify.as_dict() if self.clarify else None,
         }
 
 

@@ -22,6 +22,7 @@ from .contracts import VerificationStatus
 STAGES = {
     "route": gettext_lazy("查询路由"),
     "prepare": gettext_lazy("检索准备"),
+    "item_confirm": gettext_lazy("商品确认"),
     "faq_search": gettext_lazy("FAQ 检索"),
     "doc_search": gettext_lazy("文档检索"),
     "context_build": gettext_lazy("上下文构建"),
@@ -35,6 +36,7 @@ REASONS = {
     "faq_exact_match": gettext_lazy("FAQ 精确命中"),
     "faq_similarity_match": gettext_lazy("FAQ 相似命中"),
     "insufficient_context": gettext_lazy("依据不足"),
+    "clarifying_question": gettext_lazy("反问用户是哪一款，未作答"),
     "rag_with_context": gettext_lazy("有检索依据"),
     "rag_without_context": gettext_lazy("无检索依据"),
     "history_rewrite_used": gettext_lazy("结合上文改写了问题"),
@@ -92,6 +94,7 @@ PERCENT_SIGNALS = frozenset({"citation_coverage", "context_overlap"})
 CITATION_LIST_SIGNALS = frozenset({"valid_citation_numbers", "invalid_citation_numbers"})
 DEGRADATIONS = {
     "history_rewrite_failed": gettext_lazy("追问改写失败"),
+    "item_extraction_failed": gettext_lazy("模型识别商品失败（已按名称确认）"),
     **retrieval_labels.DEGRADATIONS,
 }
 # The codes a failed turn's trace records (`QueryTrace.error_code`).
@@ -109,7 +112,49 @@ ERRORS = {
     "retrieval_unavailable": gettext_lazy("检索服务不可用"),
     "facts_unavailable": gettext_lazy("读取文档信息失败"),
 }
-CITATION_KINDS = {"chunk": gettext_lazy("文档"), "faq": gettext_lazy("FAQ")}
+CITATION_KINDS = {"chunk": gettext_lazy("文档"), "faq": gettext_lazy("FAQ"), "web": retrieval_labels.WEB_SOURCE}
+
+
+# Item confirmation (chat/pipeline/items.py): which rule concluded, from what, by what match.
+ITEM_RULES = {
+    "A": gettext_lazy("规则 A：唯一高置信度商品，已确认"),
+    "B": gettext_lazy("规则 B：多个高置信度商品，取精确匹配"),
+    "C": gettext_lazy("规则 C：中等置信度，反问用户"),
+    "none": gettext_lazy("问题未指向具体商品"),
+    "chosen": gettext_lazy("用户在反问中选择"),
+    "no_catalog": gettext_lazy("知识库没有商品目录"),
+}
+ITEM_SOURCES = {
+    "question": gettext_lazy("问题本身"),
+    "history": gettext_lazy("上一轮问题"),
+    "model": gettext_lazy("模型识别"),
+    "chosen": gettext_lazy("用户选择"),
+}
+ITEM_MATCHES = {
+    "exact": gettext_lazy("名称完全匹配"),
+    "fuzzy": gettext_lazy("名称近似"),
+    "group": gettext_lazy("只提到系列"),
+    "chosen": gettext_lazy("用户选择"),
+}
+
+
+def item_confirmation_rows(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The trace's item confirmation in words, for the trace page."""
+    if not isinstance(block, Mapping) or not block.get("rule"):
+        return None
+    return {
+        "rule": block["rule"], "rule_label": _label(ITEM_RULES, str(block["rule"])),
+        "source": _label(ITEM_SOURCES, str(block.get("source") or "")) if block.get("source") else "",
+        "confirmed": [c.get("name", "") for c in block.get("confirmed") or [] if isinstance(c, Mapping)],
+        "candidates": [
+            {"name": c.get("name", ""), "score": c.get("score"), "kind": c.get("kind", ""),
+             "kind_label": _label(ITEM_MATCHES, str(c.get("kind", ""))), "matched": c.get("matched", "")}
+            for c in block.get("candidates") or [] if isinstance(c, Mapping)
+        ],
+        "question": block.get("question", ""),
+        "extracted": block.get("extracted", ""),
+        "faq_set_aside": block.get("faq_set_aside"),
+    }
 
 
 def _label(labels: Mapping[str, Any], code: str) -> str:

@@ -49,6 +49,7 @@ CATALOG = {
     "preview": _("原文区域"),
     "images": _("图片"),
     "faq": _("FAQ"),
+    "web_source": _("网络来源（非知识库内容）"),
     "no_knowledge_base": _("请先选择知识库。"),
     "examples": _("可以这样问："),
     "locator_page": _("第 {page} 页"),
@@ -60,6 +61,8 @@ CATALOG = {
     "hit_faq_direct": _("FAQ 相似匹配"),
     "hit_rag": _("文档问答"),
     "hit_insufficient_context": _("依据不足"),
+    "hit_clarify": _("反问确认"),
+    "clarify_choices": _("请选择产品："),
     # Why a score is what it is: the words the trace admin uses too.
     **{f"reason_{code}": label for code, label in REASONS.items()},
 }

@@ -94,6 +94,7 @@ def conversation_messages(*, conversation: Conversation) -> list[dict[str, Any]]
                 "retrieval_results": evidence.retrieval_results,
                 "retrieval_trace": evidence.retrieval_trace,
                 "answer_confidence": evidence.answer_confidence,
+                "clarify": (evidence.retrieval_trace or {}).get("clarify"),
             }
         out.append(item)
     return out

@@ -15,6 +15,8 @@ from .contracts import ChatOptions, ChatQuery
 from .models import MessageRole, MessageStatus
 from .pipeline.rules import load_rules
 
+MAX_CHOSEN_ITEMS = 5
+
 class UIMessagePartInput(serializers.Serializer):
     type = serializers.CharField(help_text='Only "text" parts are read.')
     text = serializers.CharField(required=False, allow_blank=True, help_text="Required in a text part.")
@@ -74,6 +76,11 @@ class ChatRequestInput(RetrievalOptionsInput):
     messages = UIMessagesField(child=serializers.JSONField(), required=False)
     trigger = serializers.CharField(required=False, allow_blank=True, max_length=50)
     messageId = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=100)  # noqa: N815
+    item_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), required=False, max_length=MAX_CHOSEN_ITEMS,
+        help_text="The items chosen from a clarifying question (`clarify.choices[].item_id`): the question "
+                  "is asked again about them.",
+    )
 
     def validate(self, data):
         if not data.get("knowledge_base_id"):
@@ -127,6 +134,7 @@ class ChatRequestInput(RetrievalOptionsInput):
             question=data["question"],
             conversation_id=data.get("conversation_id"),
             client_id=(data.get("id") or "").strip(),
+            item_ids=tuple(dict.fromkeys(data.get("item_ids") or ())),
             options=ChatOptions(
                 top_k=data.get("top_k"),
                 mode=data.get("mode"),
@@ -187,7 +195,9 @@ class SupportSpanOutput(serializers.Serializer):
 
 class CitationOutput(serializers.Serializer):
     number = serializers.IntegerField(help_text="N of `[来源 N]`.")
-    kind = serializers.ChoiceField(choices=["chunk", "faq"])
+    kind = serializers.ChoiceField(
+        choices=["chunk", "faq", "web"], help_text='"web": a web page, not the knowledge base\'s content.'
+    )
     title = serializers.CharField(allow_blank=True)
     text = serializers.CharField(allow_blank=True)
     score = serializers.FloatField()
@@ -206,6 +216,10 @@ class CitationOutput(serializers.Serializer):
     cited = serializers.BooleanField(help_text="The answer cites it inline.")
     knowledge_base = serializers.CharField(allow_blank=True, help_text="Slug of the source's knowledge base.")
     knowledge_base_name = serializers.CharField(allow_blank=True)
+    url = serializers.CharField(
+        allow_blank=True, help_text="A web source's page (\"\" for other kinds); opened by the reader only."
+    )
+    site = serializers.CharField(allow_blank=True, help_text="A web source's site (host name).")
 
 
 class IntentOutput(serializers.Serializer):
@@ -226,6 +240,19 @@ class AnswerConfidenceOutput(serializers.Serializer):
     signals = serializers.DictField()
 
 
+class ClarifyChoiceOutput(serializers.Serializer):
+    item_id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class ClarifyOutput(serializers.Serializer):
+    """A clarifying question: ask `question` again with `item_ids` set to the chosen choice."""
+
+    question = serializers.CharField()
+    mention = serializers.CharField(allow_blank=True, help_text="The words that fit several items.")
+    choices = ClarifyChoiceOutput(many=True)
+
+
 class ChatTurnOutput(serializers.Serializer):
     trace_id = serializers.UUIDField()
     conversation_id = serializers.UUIDField()
@@ -239,6 +266,7 @@ class ChatTurnOutput(serializers.Serializer):
     answer_confidence = AnswerConfidenceOutput(allow_null=True)
     retrieval = serializers.DictField(help_text="Diagnostics: plan, query variants, timings, cache, degradations.")
     kb_version = serializers.IntegerField(allow_null=True)
+    clarify = ClarifyOutput(allow_null=True, help_text='With hit_type "clarify": the items to choose from.')
 
 
 class ConversationOutput(serializers.Serializer):
@@ -260,6 +288,7 @@ class EvidenceOutput(serializers.Serializer):
     retrieval_results = RetrievalResultOutput(many=True)
     retrieval_trace = serializers.DictField()
     answer_confidence = AnswerConfidenceOutput(allow_null=True)
+    clarify = ClarifyOutput(allow_null=True, required=False)
 
 
 class MessageOutput(serializers.Serializer):

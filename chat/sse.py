@@ -4,7 +4,8 @@ A turn streams as `start`, `start-step`, transient `data-status` parts (stages a
 with their timings), `data-retrieval` {citations, retrieval_results, retrieval_trace,
 conversation_id}, `text-start`, `text-delta`×N, `text-end`, `data-answer` {answer_confidence,
 route, hit_type, intent, trace_id, conversation_id, message_id, citations with their supporting
-spans, retrieval timings}, `finish-step`, `finish`, `[DONE]`. A failure after the stream started
+spans, retrieval timings}, `finish-step`, `finish`, `[DONE]`. A clarifying question adds
+`data-clarify` {question, mention, choices: [{item_id, name}]} just before `data-answer`. A failure after the stream started
 is an `error` part with a stable message. Part shapes follow the `ai` package's chunk schema
 exactly (it rejects unknown keys), which the test with the package's own client checks.
 """
@@ -75,8 +76,11 @@ def finish(event: Finished) -> list[bytes]:
         "citations": [c.as_dict() for c in result.citations],
         "retrieval": result.retrieval,
     }
+    # A clarifying question carries its choices as a part of its own, before the answer's.
+    clarify = [encode({"type": "data-clarify", "id": "clarify", "data": result.clarify.as_dict()})] if result.clarify else []
     return [
         encode({"type": "text-end", "id": TEXT_ID}),
+        *clarify,
         encode({"type": "data-answer", "id": "answer", "data": data}),
         encode({"type": "finish-step"}),
         encode({"type": "finish"}),

@@ -260,6 +260,14 @@ ASKED: list[dict] = [
     {"category": "table", "question": "工作满 12 年的员工年假一共几天？", "expected_answer": "12天", "file": "employee_handbook.md"},
     {"category": "table", "question": "上海服务站的营业时间是什么？", "expected_answer": "周一至周六 9:00–18:00", "file": "product_specs.xlsx"},
     {"category": "image", "question": "WAN 口是什么颜色？", "expected_answer": "蓝色", "file": "product_manual.pdf"},
+    # Look-alike products named by a shortened name or a code: that product's value, not a sibling's.
+    {"category": "lookalike", "question": "X3 的保修期是多久？", "expected_answer": "2年", "file": "product_specs.xlsx"},
+    {"category": "lookalike", "question": "XH-X3P 的建议零售价是多少？", "expected_answer": "699元", "file": "product_specs.xlsx"},
+    {"category": "lookalike", "question": "星河X3Pro 有几根天线？", "expected_answer": "8 根外置天线", "file": "product_specs.xlsx"},
+    {"category": "lookalike", "question": "星河X5 的重量是多少？", "expected_answer": "1.1kg", "file": "product_specs.xlsx"},
+    # The family alone fits all four: asked back which one (a clarifying question counts apart).
+    {"category": "ambiguous", "question": "星河路由器多少钱？", "expected_answer": "元", "file": "product_specs.xlsx"},
+    {"category": "ambiguous", "question": "星河 X 系列的保修期是多久？", "expected_answer": "年", "file": "product_specs.xlsx"},
 ]
 
 # Asked-like questions nothing in the demo answers: off-topic, or about a product that does not

@@ -1,7 +1,8 @@
 """Small ports between the pipelines and whatever serves models and vectors.
 
-Adapters live in `engines/providers/` (models) and `engines/milvus_store.py` (vectors); which
-ones run is chosen in settings (`RAG_PROVIDER`, `MILVUS_URI`). Ports are synchronous: the
+Adapters live in `engines/providers/` (models), `engines/milvus_store.py` (vectors) and
+`engines/websearch/` (web search); which ones run is chosen in settings (`RAG_PROVIDER`,
+`MILVUS_URI`, `RAG_WEB_SEARCH_BACKEND`). Ports are synchronous: the
 retrieval service runs independent calls concurrently on a bounded thread pool. One is not: a
 remote chat model's answer can also stream on the event loop (`AsyncChatStream`), where a
 waiting answer costs no thread.
@@ -58,6 +59,30 @@ class UnembeddableText(ProviderError):
     def __init__(self, message: str, *, indexes: Sequence[int]) -> None:
         super().__init__(message)
         self.indexes = tuple(indexes)
+
+
+class WebSearchError(ProviderError):
+    """A web search failed. Messages never contain keys, response bodies or the question: the
+    trace records the code, and retrieval carries on with the knowledge base's own results."""
+
+    code = "web_search_error"
+
+
+class WebSearchTimeout(WebSearchError):
+    code = "web_search_timeout"
+
+
+class WebSearchUnavailable(WebSearchError):
+    """Connection refused, an HTTP or protocol error, credentials rejected, or the search tool
+    reported that it could not search."""
+
+    code = "web_search_unavailable"
+
+
+class WebSearchBadResponse(WebSearchError):
+    """The server answered, but not with search results in a shape we read."""
+
+    code = "web_search_bad_response"
 
 
 class VectorStoreError(Exception):
@@ -162,6 +187,31 @@ class Captioner(Protocol):
 
     def caption(self, *, image_jpeg: bytes, context: str, ocr_text: str = "") -> str:
         """A short Chinese description of the image for retrieval and citations."""
+
+
+# --- web search ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WebResult:
+    """One page a web search found: what a web citation shows. `url` is http(s) only; the page
+    itself is never fetched, by the server or by the reader's browser, until a reader clicks."""
+
+    title: str
+    url: str
+    site: str  # the host name, or the site name the search service gives
+    snippet: str  # the search service's excerpt: the only text of the page an answer may use
+    rank: int  # 1-based, in the service's order
+
+
+@runtime_checkable
+class WebSearch(Protocol):
+    name: str
+    # The most one search may take (seconds) before it fails as `web_search_timeout`.
+    timeout: float
+
+    def search(self, query: str) -> list[WebResult]:
+        """At most the configured number of results, best first; raises `WebSearchError`."""
 
 
 # --- cache --------------------------------------------------------------------------------------

@@ -62,8 +62,15 @@ def first_line(answer: str) -> str:
     return ""
 
 
+def clarified(result: TurnResult) -> bool:
+    return result.hit_type == HitType.CLARIFY
+
+
 def judge(case: EvalCase, result: TurnResult) -> dict:
-    """One case's answer metrics (1.0 / 0.0, so that averages are rates)."""
+    """One case's answer metrics (1.0 / 0.0, so that averages are rates). A clarifying question
+    is neither an answer nor a decline: it counts only as `clarified`, in no other rate."""
+    if clarified(result):
+        return {"clarified": 1.0, "correct": 0.0}
     refused = declined(result)
     if not case.answerable:
         return {"declined": float(refused), "correct": float(refused)}
@@ -148,6 +155,8 @@ def evaluate_answers(
 
 
 def summarize_answers(outcomes: Sequence[services.CaseOutcome]) -> dict:
+    asked_back = [o for o in outcomes if o.metrics.get("clarified")]
+    outcomes = [o for o in outcomes if not o.metrics.get("clarified")]
     answerable = [o for o in outcomes if o.case.answerable]
     unanswerable = [o for o in outcomes if not o.case.answerable]
 
@@ -164,6 +173,7 @@ def summarize_answers(outcomes: Sequence[services.CaseOutcome]) -> dict:
         "citation_validity": rate(answerable, "citation_valid"),
         "answerable_declined": rate(answerable, "declined"),
         "insufficient_context_rate": rate(unanswerable, "declined"),
+        "clarified": len(asked_back),
     }
     return {name: value for name, value in metrics.items() if value is not None}
 
@@ -176,6 +186,7 @@ def calibration(outcomes: Sequence[services.CaseOutcome]) -> list[dict]:
     a reference answer (an answer to an unanswerable case is wrong); declines are right when the
     case is unanswerable."""
     table = []
+    outcomes = [o for o in outcomes if not o.metrics.get("clarified")]
     answers = [o for o in outcomes if not (o.details or {}).get("declined", o.metrics.get("declined"))]
     for level in (*LEVELS, ""):
         items = [o for o in answers if (o.details or {}).get("confidence", "") == level]
@@ -200,6 +211,7 @@ def by_category(outcomes: Sequence[services.CaseOutcome]) -> dict[str, dict]:
         groups.setdefault(outcome.case.category or "uncategorised", []).append(outcome)
     return {
         name: {"count": len(items), "right": int(sum(o.metrics["correct"] for o in items)),
-               "first_line": int(sum(o.metrics.get("first_line", 0.0) for o in items))}
+               "first_line": int(sum(o.metrics.get("first_line", 0.0) for o in items)),
+               "clarified": int(sum(o.metrics.get("clarified", 0.0) for o in items))}
         for name, items in sorted(groups.items())
     }

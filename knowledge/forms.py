@@ -13,7 +13,7 @@ from engines.providers.e5 import E5_EMBEDDING_MODEL
 from engines.providers.local import LOCAL_EMBEDDING_MODEL
 
 from knowledge.attributes import MAX_ATTRIBUTE_KEYS, MAX_KEY_CHARS, InvalidAttributes, clean_attributes
-from knowledge.models import FAQ, Document, KnowledgeBase
+from knowledge.models import FAQ, ChunkItem, Document, Item, KnowledgeBase, TagSource
 
 # What staff read about an embedding model: its name, and what choosing it means. A model the
 # deployment configures (a remote service) is named by its id.
@@ -177,3 +177,61 @@ class FAQForm(forms.ModelForm):
     def similar_questions(self) -> list[str]:
         text = self.cleaned_data.get("similar_questions_text") or ""
         return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _lines(value: list[str] | None) -> str:
+    return "\n".join(value or [])
+
+
+class ItemForm(forms.ModelForm):
+    aliases_text = forms.CharField(
+        label=_("别名"), required=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text=_("每行一个，如 X3Pro、星河 X3 Pro。问题里写出任一名称都算指名这一款。"),
+    )
+    codes_text = forms.CharField(
+        label=_("型号代码"), required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text=_("每行一个，如 XH-X3P。"),
+    )
+    group_aliases_text = forms.CharField(
+        label=_("系列别名"), required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text=_("每行一个。问题只提到系列（如“星河路由器多少钱？”）时，会反问用户是哪一款。"),
+    )
+
+    class Meta:
+        model = Item
+        fields = ["knowledge_base", "name", "group", "description", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance and self.instance.pk:
+            self.fields["aliases_text"].initial = _lines(self.instance.aliases)
+            self.fields["codes_text"].initial = _lines(self.instance.codes)
+            self.fields["group_aliases_text"].initial = _lines(self.instance.group_aliases)
+
+    def names(self, field: str) -> list[str]:
+        return [line.strip() for line in (self.cleaned_data.get(field) or "").splitlines() if line.strip()]
+
+
+class ImportItemsForm(forms.Form):
+    knowledge_base = forms.ModelChoiceField(label=_("知识库"), queryset=KnowledgeBase.objects.none())
+    file = forms.FileField(
+        label=_("文件"),
+        help_text=_("CSV 或 XLSX，第一行为表头：名称、别名、型号代码、系列、系列别名、说明；一格多个名称用逗号或分号分隔。同名的会更新。"),
+    )
+
+    def __init__(self, *args, knowledge_bases, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["knowledge_base"].queryset = knowledge_bases
+
+
+class ChunkItemForm(forms.ModelForm):
+    class Meta:
+        model = ChunkItem
+        fields = ["chunk", "item", "source"]
+        widgets = {"chunk": forms.NumberInput(attrs={"min": 1})}
+        help_texts = {"source": _("人工标注：这个分块讲的是该商品；人工排除：虽然提到了该商品，但讲的不是它。")}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "source" in self.fields:  # a read-only view has no fields to offer
+            self.fields["source"].choices = [(v, l) for v, l in TagSource.choices if v != TagSource.DETECTED]

@@ -243,6 +243,10 @@ class AuditAction(models.TextChoices):
     FAQ_UPDATED = "faq_updated", _("修改 FAQ")
     FAQ_DELETED = "faq_deleted", _("删除 FAQ")
     CACHE_CLEARED = "cache_cleared", _("清除检索缓存")
+    ITEM_SAVED = "item_saved", _("保存商品/型号")
+    ITEM_DELETED = "item_deleted", _("删除商品/型号")
+    ITEMS_IMPORTED = "items_imported", _("导入商品/型号")
+    ITEM_TAGS_EDITED = "item_tags_edited", _("修改分块商品标签")
 
 
 class AuditEntry(models.Model):

@@ -22,6 +22,7 @@ SUBSTITUTE = "********************"
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)(?P<password>[^\s@/]+)(?P<tail>@)")
 _SECRET_SETTINGS = (
     "SECRET_KEY", "DASHSCOPE_API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "MILVUS_TOKEN",
+    "RAG_WEB_SEARCH_API_KEY",
 )
 # Shorter values ("", "EMPTY", a test's "x") are not secrets worth hiding, and would blank out
 # ordinary words of the report.

@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 
 # Bump when the cached shape or the chunking scheme changes: old entries become unreachable.
 CHUNK_SCHEMA_VERSION = "chunks-v1"
-CACHE_FORMAT_VERSION = 5  # 2: results carry preview_url; 3: relevance; 4: semantic relevance; 5: kb_id
+CACHE_FORMAT_VERSION = 6  # 2: results carry preview_url; 3: relevance; 4: semantic relevance; 5: kb_id;
+# 6: source_kind, url, site
 
 
 def _digest(parts: dict[str, Any]) -> str:

@@ -102,6 +102,15 @@ class RetrievalRequest:
     # document ids over the READY facts (in each knowledge base of the scope) like `document_ids`,
     # pushed down to the vector store and checked again after recall.
     filters: tuple[MetadataFilter, ...] = ()
+    # The items (products, models) the question was confirmed to be about: text about other
+    # items only is left out — whole documents about them before the vector store is asked,
+    # then chunks that name only them. Text about no item stays.
+    item_ids: tuple[int, ...] = ()
+    # Also search the web, when the service has a web search (its knowledge base switched it on
+    # and the deployment configured one): web results join the candidates and are fused and
+    # reranked with the knowledge base's, marked `source_kind="web"`. Such a request never reads
+    # or writes the candidates cache: web results belong to this question alone.
+    enable_web_search: bool = False
 
     def __post_init__(self) -> None:
         if self.also_kb_ids and self.version_id is not None:
@@ -129,9 +138,15 @@ class AssetRef:
         return {**asdict(self), "bbox": list(self.bbox)}
 
 
+SourceKind = Literal["kb", "web"]
+
+
 @dataclass(frozen=True)
 class RetrievalResult:
-    chunk_id: int  # the chunk that really matched: citations anchor here
+    # The chunk that really matched: citations anchor here. A web result (`source_kind="web"`)
+    # has no chunk: its chunk_id and document_id are negative (-1, -2, … in the search's order),
+    # never a row's id.
+    chunk_id: int
     document_id: int
     document_title: str
     matched_content: str  # the matched chunk's own text
@@ -154,7 +169,16 @@ class RetrievalResult:
     # The dense part of it alone (None without a calibrated embedder or a dense hit): whether the
     # chunk means what the question asks, whatever words either uses.
     semantic_relevance: float | None = None
-    kb_id: int = 0  # the knowledge base the chunk belongs to
+    kb_id: int = 0  # the knowledge base the chunk belongs to (0 for a web result)
+    # "web": a page a web search found, not the knowledge base's text; `url` and `site` say
+    # where it is (`document_title` is the page's title, `content` the search's snippet).
+    source_kind: SourceKind = "kb"
+    url: str = ""
+    site: str = ""
+
+    @property
+    def from_web(self) -> bool:
+        return self.source_kind == "web"
 
     def as_dict(self) -> dict[str, Any]:
         # Written out rather than `asdict`, whose recursive deep copy was a tenth of a chat
@@ -180,6 +204,9 @@ class RetrievalResult:
             "relevance": self.relevance,
             "semantic_relevance": self.semantic_relevance,
             "kb_id": self.kb_id,
+            "source_kind": self.source_kind,
+            "url": self.url,
+            "site": self.site,
         }
 
     @classmethod

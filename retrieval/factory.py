@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from django.utils.translation import gettext as _
 from django.core.exceptions import ImproperlyConfigured
 
-from engines.ports import ProviderUnavailable, RerankScore
-from engines.providers import get_chat_model, get_embedder, get_reranker, get_rewriter
+from engines.ports import ProviderUnavailable, RerankScore, WebSearch
+from engines.providers import get_chat_model, get_embedder, get_reranker, get_rewriter, get_web_search
 from knowledge.access import access_knowledge_base
 from knowledge.epochs import current_epoch
 from knowledge.models import KnowledgeBase
@@ -139,4 +139,19 @@ def _build(kb: KnowledgeBase, *, dictionary: tuple[str, ...]) -> RetrievalServic
         hyde_model=hyde_model,
         cache=DjangoRetrievalCache(),
         epochs=lambda kb_id: current_epoch(kb_id=kb_id),
+        web_search=_web_search_for(kb),
     )
+
+
+def _web_search_for(kb: KnowledgeBase) -> WebSearch | None:
+    """The deployment's web search for a knowledge base whose staff switched it on, else None.
+
+    A misconfigured backend leaves the knowledge base answering from its own documents (the
+    trace notes `web_search_unavailable` for a question that asked for the web)."""
+    if not kb.web_search_enabled:
+        return None
+    try:
+        return get_web_search()
+    except ImproperlyConfigured as exc:
+        logger.error("web search is misconfigured: %s", exc)
+        return None

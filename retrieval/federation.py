@@ -46,9 +46,11 @@ class FederatedRetrieval:
     members: tuple[tuple[DocumentSearch, tuple[int, ...]], ...]
 
     def retrieve(self, request: RetrievalRequest, *, cancel: threading.Event | None = None) -> RetrievalResponse:
+        # The web is searched once, by the member holding the asked knowledge base (the first).
         responses = [
-            search.retrieve(replace(request, kb_id=kb_ids[0], also_kb_ids=kb_ids[1:]), cancel=cancel)
-            for search, kb_ids in self.members
+            search.retrieve(replace(request, kb_id=kb_ids[0], also_kb_ids=kb_ids[1:],
+                                    enable_web_search=request.enable_web_search and index == 0), cancel=cancel)
+            for index, (search, kb_ids) in enumerate(self.members)
         ]
         results = sorted(
             (result for response in responses for result in response.results), key=_document_rank

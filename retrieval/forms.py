@@ -45,6 +45,10 @@ class HitTestForm(forms.Form):
         label=_("动态返回条数"), required=False,
         help_text=_("按重排分数的明显落差自动减少返回条数（需要重排）。"),
     )
+    enable_web_search = forms.BooleanField(
+        label=_("网络搜索"), required=False,
+        help_text=_("知识库已开启网络搜索且部署配置了搜索服务时，同时检索网络，网页结果与知识库结果一起排序并标为网络来源。"),
+    )
     document_ids = forms.CharField(label=_("限定文档 ID"), required=False, help_text=_("逗号分隔，最多 50 个。"))
     filters = forms.CharField(
         label=_("元数据筛选"), required=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),

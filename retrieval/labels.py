@@ -40,6 +40,7 @@ CHANNELS = {
     "sparse": gettext_lazy("关键词检索"),
     "faq_dense": gettext_lazy("FAQ 语义检索"),
     "faq_sparse": gettext_lazy("FAQ 关键词检索"),
+    "web": gettext_lazy("网络搜索"),
 }
 # The wordings a question is searched with: itself, the conversation's readings of it
 # ("context", "context2", …), its Chinese words when asked in English, a rewrite, a HyDE answer.
@@ -54,6 +55,8 @@ NOTES = {
     "rerank_unavailable": gettext_lazy("本地模型没有能提升效果的重排模型，未重排"),
     "hyde_unavailable": gettext_lazy("当前模型不能生成假设答案，未使用假设答案检索"),
     "dynamic_top_k_needs_rerank": gettext_lazy("动态返回条数需要重排分数，未启用"),
+    "web_search_unavailable": gettext_lazy("该知识库未开启网络搜索或部署未配置搜索服务，未检索网络"),
+    "web_search_uncached": gettext_lazy("同时检索了网络：结果不读取也不写入缓存"),
 }
 COUNTS = {"fused": gettext_lazy("融合后"), "reranked": gettext_lazy("已重排")}
 # Which expression restricted the vector store to the version's ready documents.
@@ -89,6 +92,7 @@ DEGRADATIONS = {
     "hyde_failed": gettext_lazy("假设答案检索失败"),
     "rerank_failed": gettext_lazy("重排失败"),
     "parent_expansion_failed": gettext_lazy("上下文扩展失败"),
+    "web_search_failed": gettext_lazy("网络搜索失败"),
 }
 CACHE_STAGES = {
     # The knowledge base pages' name for the epoch, in a context of its own: the bare msgid
@@ -240,9 +244,14 @@ def filter_rows(filters: Iterable[MetadataFilter]) -> list[tuple[str, str]]:
 # --- a whole result or trace, in words, for the hit-test page -----------------------------------
 
 
+# A web result is none of the knowledge base's content: every page that lists results says so.
+WEB_SOURCE = gettext_lazy("网络来源（非知识库内容）")
+
+
 def describe_result(result: RetrievalResult) -> dict[str, Any]:
     return {
         "result": result,
+        "web_label": str(WEB_SOURCE) if result.from_web else "",
         "content_type": content_type_label(result.content_type),
         "sources": [(channel_label(source), source) for source in result.rank_sources],
         "locator": locator_label(result.locator),

@@ -22,6 +22,7 @@ from knowledge.models import (
     KnowledgeBase,
     KnowledgeBaseVersion,
 )
+from knowledge.items import selectors as item_selectors
 from knowledge.previews import has_preview
 from knowledge.catalog.selectors import ready_documents_of_active_version, ready_documents_of_active_versions, ready_documents_of_version
 
@@ -78,6 +79,10 @@ class Repository(Protocol):
     def load_neighbours(self, positions: Iterable[tuple[int, int]]) -> dict[tuple[int, int], ChunkRow]: ...
 
     def load_assets(self, ids: Iterable[int]) -> dict[int, AssetRef]: ...
+
+    def documents_about_other_items(self, *, document_ids: Iterable[int], item_ids: Sequence[int]) -> frozenset[int]: ...
+
+    def chunks_about_other_items(self, *, chunk_ids: Iterable[int], item_ids: Sequence[int]) -> frozenset[int]: ...
 
 
 _CHUNK_FIELDS = (
@@ -244,6 +249,19 @@ class DjangoRepository:
             )
             for a in assets
         }
+
+
+    def documents_about_other_items(self, *, document_ids: Iterable[int], item_ids: Sequence[int]) -> frozenset[int]:
+        try:
+            return frozenset(item_selectors.documents_about_other_items(document_ids=document_ids, item_ids=item_ids))
+        except DatabaseError as exc:
+            raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
+
+    def chunks_about_other_items(self, *, chunk_ids: Iterable[int], item_ids: Sequence[int]) -> frozenset[int]:
+        try:
+            return frozenset(item_selectors.chunks_about_other_items(chunk_ids=chunk_ids, item_ids=item_ids))
+        except DatabaseError as exc:
+            raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
 
 
 def _visibility_scope(kb: KnowledgeBase, groups: Sequence[int]) -> str:

@@ -176,7 +176,12 @@ class RetrievalResultOutput(serializers.Serializer):
         min_value=0.0, max_value=1.0, allow_null=True,
         help_text="The calibrated dense part of relevance alone; null without a calibrated embedder.",
     )
-    kb_id = serializers.IntegerField(help_text="The knowledge base the chunk belongs to.")
+    kb_id = serializers.IntegerField(help_text="The knowledge base the chunk belongs to (0: a web result).")
+    source_kind = serializers.ChoiceField(
+        choices=["kb", "web"], help_text='"web": a page a web search found (negative chunk_id, no document).'
+    )
+    url = serializers.CharField(allow_blank=True, help_text="A web result's page.")
+    site = serializers.CharField(allow_blank=True, help_text="A web result's site (host name).")
 
 
 class StageTimingOutput(serializers.Serializer):

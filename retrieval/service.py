@@ -12,7 +12,11 @@ top-k (optionally dynamic) → optional Small2Big → assets. Failure semantics:
 | all channels         | `AllChannelsFailed`                               |
 | rerank               | fusion order kept, `rerank_failed`                |
 | parent expansion     | the hit alone, `parent_expansion_failed`          |
+| web search           | the KB's results alone, `web_search_failed`       |
 | cancellation         | `RetrievalCancelled` propagates, not a degradation|
+
+Web search (`RetrievalRequest.enable_web_search`, `retrieval.web`) runs beside the channels and
+joins fusion as one more list; such a request bypasses the candidates cache.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from django.conf import settings
@@ -41,6 +45,7 @@ from engines.ports import (
     Reranker,
     RetrievalCache,
     VectorStore,
+    WebSearch,
 )
 
 from . import cache as l2  # key builders only; the store itself is the injected port
@@ -73,6 +78,7 @@ from .fusion import (
 from .relevance import lexical_relevance, relevance, semantic_relevance
 from .repository import ChunkRow, ReadyFacts, Repository
 from .small2big import DEFAULT_BUDGET_TOKENS, expand, neighbour_positions
+from .web import NO_WEB, WEB_CHANNEL, PendingWebSearch, WebCandidates, is_web_id
 
 EpochReader = Callable[[int], tuple[int, bool]]
 
@@ -200,8 +206,11 @@ class RetrievalService:
         executor: ThreadPoolExecutor | None = None,
         parent_budget_tokens: int = DEFAULT_BUDGET_TOKENS,
         dictionary: tuple[str, ...] = (),
+        web_search: WebSearch | None = None,
     ) -> None:
         self.repository = repository
+        # Only for a knowledge base that switched web search on (`retrieval.factory`).
+        self.web_search = web_search
         self.dictionary = dictionary  # the knowledge base's domain terms, for the sparse channel
         self.embedder = embedder
         self.store = store
@@ -222,6 +231,8 @@ class RetrievalService:
         run = _Run()
         started = time.perf_counter()
         scope = self._scope(request)
+        if request.item_ids:
+            scope = self._about_items(request, scope, run)
         run.timed("facts", started)
         if not scope.ready_ids:
             # Nothing may answer: return at once, no model, no vector store, no cache.
@@ -232,7 +243,11 @@ class RetrievalService:
         epochs: dict[int, int] = {}
         key = None
         # A chosen version (a draft under evaluation) never shares the active version's cache.
-        if request.use_cache and request.version_id is None and self.cache is not None:
+        # A question that also searches the web is answered fresh: its pages belong to it alone.
+        cached_kb_only = not self._searches_web(request)
+        if request.use_cache and not cached_kb_only:
+            run.notes.append("web_search_uncached")
+        if request.use_cache and request.version_id is None and self.cache is not None and cached_kb_only:
             started = time.perf_counter()
             from_l1 = True
             for kb_id in scope.kb_ids:
@@ -257,17 +272,25 @@ class RetrievalService:
         self._check(cancel)
 
         documents, filter_kind = scope.document_filters()
+        web_search = self._start_web_search(request, run)
         lists = self._recall(request, labelled, documents, run, cancel)
         lists = {
             name: [hit for hit in hits if hit.document_id in scope.ready_ids]
             for name, hits in lists.items()
         }
+        if request.item_ids:
+            lists = self._drop_other_items(request, lists, run)
         self._check(cancel)
+        # After the READY re-filter, which web pages (no document) would not pass.
+        web = self._web_candidates(web_search, run, cancel)
+        if web.pages:
+            lists[WEB_CHANNEL] = web.ranked()
 
         started = time.perf_counter()
         fused = self._fuse(request, lists, run)
         run.counts["fused"] = len(fused)
-        rows = self.repository.load_chunks(hit.id for hit in fused)
+        rows = self.repository.load_chunks(hit.id for hit in fused if not is_web_id(hit.id))
+        rows.update(web.rows())
         # A vector without its row is stale (document re-indexed or purged meanwhile).
         fused = [hit for hit in fused if hit.id in rows]
         run.timed("fusion", started)
@@ -276,10 +299,10 @@ class RetrievalService:
         self._check(cancel)
         ranked = self._cut(request, ranked, run)
 
-        results = self._build_results(request, ranked, rows, run)
+        results = web.marked(self._build_results(request, ranked, rows, run))
         response = self._response(request, scope, run, results=results, variants=tuple(variants),
                                   epochs=epochs, document_filter=filter_kind)
-        if key is not None and not run.degradations:
+        if key is not None and not run.degradations and not any(r.from_web for r in results):
             # A degraded result (a channel or the reranker down) must not be served as the
             # healthy one for the next 10 minutes.
             self.cache.set(
@@ -305,6 +328,34 @@ class RetrievalService:
             facts=self.repository.ready_facts_many(kb_ids=request.kb_ids, document_ids=request.document_ids,
                                                    filters=request.filters),
         )
+
+    def _about_items(self, request: RetrievalRequest, scope: _Scope, run: _Run) -> _Scope:
+        """The scope without the documents that are only about other items than the confirmed
+        ones, so the vector store is not asked for them at all."""
+        excluded = self.repository.documents_about_other_items(document_ids=scope.ready_ids,
+                                                              item_ids=request.item_ids)
+        run.counts["item_excluded_documents"] = len(excluded)
+        run.notes.append("items:" + ",".join(str(i) for i in request.item_ids))
+        if not excluded:
+            return scope
+        facts = {
+            kb_id: replace(
+                facts, ready_ids=facts.ready_ids - excluded, other_ids=None,
+                other_count=facts.other_count + len(facts.ready_ids & excluded),
+            )
+            for kb_id, facts in scope.facts.items()
+        }
+        return _Scope(kb_ids=scope.kb_ids, facts=facts)
+
+    def _drop_other_items(self, request: RetrievalRequest, lists: dict[str, list[RankedHit]],
+                          run: _Run) -> dict[str, list[RankedHit]]:
+        """Chunks of shared documents (a manual of the whole range) that name only other items."""
+        other = self.repository.chunks_about_other_items(
+            chunk_ids={hit.id for hits in lists.values() for hit in hits}, item_ids=request.item_ids)
+        run.counts["item_excluded_chunks"] = len(other)
+        if not other:
+            return lists
+        return {name: [hit for hit in hits if hit.id not in other] for name, hits in lists.items()}
 
     # --- stages ---------------------------------------------------------------------------------
 
@@ -333,6 +384,7 @@ class RetrievalService:
             hyde=getattr(self.hyde_model, "name", None) if request.enable_hyde else None,
             parents=self.parent_budget_tokens if request.enable_parent_expansion else None,
             dynamic=request.dynamic_top_k,
+            items=sorted(request.item_ids) or None,
             fusion=[self._fusion(request), self._dense_weight()],
             embedding=[self.embedder.model, self.embedder.dimension],
             dictionary=list(self.dictionary),
@@ -340,6 +392,28 @@ class RetrievalService:
 
     def _fusion(self, request: RetrievalRequest) -> str:
         return request.fusion or getattr(settings, "RAG_FUSION", "convex")
+
+    def _searches_web(self, request: RetrievalRequest) -> bool:
+        return request.enable_web_search and self.web_search is not None
+
+    def _start_web_search(self, request: RetrievalRequest, run: _Run) -> PendingWebSearch | None:
+        if not request.enable_web_search:
+            return None
+        if self.web_search is None:
+            run.notes.append("web_search_unavailable")
+            return None
+        return PendingWebSearch(search=self.web_search, query=request.question, executor=self.executor)
+
+    def _web_candidates(self, pending: PendingWebSearch | None, run: _Run, cancel) -> WebCandidates:
+        if pending is None:
+            return NO_WEB
+        outcome = pending.outcome(cancel=cancel)
+        run.timings.append(StageTiming(f"channel:{WEB_CHANNEL}", outcome.elapsed_ms))
+        if outcome.error is not None:
+            run.errors.append(ChannelError(WEB_CHANNEL, outcome.error.code, _("网络搜索失败，已只使用知识库的结果。")))
+            run.degradations.append("web_search_failed")
+        run.counts[WEB_CHANNEL] = len(outcome.candidates.pages)
+        return outcome.candidates
 
     def _dense_weight(self) -> float:
         if self.embedder.semantic:
@@ -510,13 +584,15 @@ class RetrievalService:
     def _build_results(self, request, ranked, rows: dict[int, ChunkRow], run: _Run) -> tuple[RetrievalResult, ...]:
         hits = [rows[hit.id] for hit, _, _ in ranked]
         expansions = {}
-        if request.enable_parent_expansion and hits:
+        # A web page has no neighbours: only chunks are expanded.
+        chunks = [row for row in hits if not is_web_id(row.id)]
+        if request.enable_parent_expansion and chunks:
             started = time.perf_counter()
             try:
-                neighbours = self.repository.load_neighbours(neighbour_positions(hits))
+                neighbours = self.repository.load_neighbours(neighbour_positions(chunks))
                 expansions = {
                     row.id: expand(row, neighbours, budget_tokens=self.parent_budget_tokens)
-                    for row in hits
+                    for row in chunks
                 }
             except FactsUnavailable:
                 # A failed expansion keeps the matched child: the answer loses context, not evidence.

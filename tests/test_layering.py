@@ -6,7 +6,7 @@ goes back up.
 `docparse` (parsers and chunker) stands on the engines' Django-free modules (token counting, the
 sandbox) and `demo` (the demo's content) on nothing; neither imports Django. Inside `knowledge` the rooms build on each other the same way:
 
-    shared modules  ←  catalog  ←  faqs  ←  documents  ←  admin, api, views, commands
+    shared modules  ←  catalog  ←  items  ←  faqs  ←  documents  ←  admin, api, views, commands
 
 and no module of it imports another that imports it back.
 
@@ -40,7 +40,7 @@ ALLOWED = {
 }
 # Rooms of knowledge, lowest first; a module at the top level of knowledge (models, access,
 # actors, events, epochs, vectors, cleanup, previews, …) is shared ground unless listed as top.
-ROOMS = ["catalog", "faqs", "documents"]
+ROOMS = ["catalog", "items", "faqs", "documents"]
 TOP = {"admin", "api", "views", "forms", "management", "tasks", "apps", "urls", "eventstream_urls"}
 
 

@@ -40,7 +40,18 @@ from evaluation.models import EvalCase, EvalRun, EvalSet
 from knowledge.catalog import services as catalog_services
 from knowledge.faqs import services as faq_services
 from knowledge.access import Role
-from knowledge.models import AuditEntry, Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, Visibility
+from knowledge.models import (
+    AuditEntry,
+    Chunk,
+    ChunkItem,
+    Document,
+    DocumentAsset,
+    DocumentStatus,
+    Item,
+    KnowledgeBase,
+    TagSource,
+    Visibility,
+)
 from tests.chat.conftest import csrf_pair, live_chat_server, post_stream, session_cookie_for, ws_url
 from tests.conftest import make_document, make_kb, make_ready_version
 
@@ -106,6 +117,10 @@ def world(db, media_root) -> World:
     asset.file.save("a.jpg", ContentFile(_png()), save=False)
     asset.save()
     faq = faq_services.save_faq(kb=kb, question=f"{SECRET} 怎么申请？", answer=f"{SECRET} 找 IT。", actor=None)
+    # Written directly: the audit id below must keep its length (the hidden-twin test needs a
+    # free id of as many digits).
+    item = Item.objects.create(knowledge_base=kb, name=f"{SECRET} 路由器")
+    chunk_item = ChunkItem.objects.create(chunk=chunk, item=item, document=published, source=TagSource.MANUAL)
     conversation = Conversation.objects.create(knowledge_base=kb, user=users["member"], title=f"{SECRET} 会话")
     message = Message.objects.create(conversation=conversation, role="assistant", content=f"{SECRET} 回答", status="complete")
     trace = QueryTrace.objects.create(
@@ -121,7 +136,8 @@ def world(db, media_root) -> World:
     token = Token.objects.create(user=users["superuser"])
     return World(users=users, kb=kb, ids={
         "v1": v1.number, "v2": v2.number, "published": published.pk, "failed": failed.pk, "chunk": chunk.pk,
-        "asset": asset.pk, "faq": faq.pk, "conversation": conversation.pk, "trace": trace.pk,
+        "asset": asset.pk, "faq": faq.pk, "item": item.pk, "chunk_item": chunk_item.pk,
+        "conversation": conversation.pk, "trace": trace.pk,
         "activation": activation.pk, "eval_set": eval_set.pk, "runs": [r.pk for r in runs], "token": token.pk,
         "namespace": kb.cache_namespace.pk, "version_pk": v1.pk, "member_pk": users["member"].pk,
         "group": members.pk, "audit": AuditEntry.objects.filter(knowledge_base=kb).latest("pk").pk,
@@ -252,6 +268,8 @@ ADMIN_MODELS = {
     "knowledge/chunk": AdminModel(SCOPED, "chunk", add=None, delete=None),
     "knowledge/documentasset": AdminModel(SCOPED, "asset", add=None, delete=None),
     "knowledge/faq": AdminModel(SCOPED, "faq"),
+    "knowledge/item": AdminModel(SCOPED, "item"),
+    "knowledge/chunkitem": AdminModel(SCOPED, "chunk_item", change_post=False),
     "knowledge/cachenamespace": AdminModel(SCOPED, "namespace", add=None, delete=None),
     "chat/querytrace": AdminModel(SCOPED, "trace", add=None, delete=None),
     "chat/conversation": AdminModel(SCOPED, "conversation", add=None),
@@ -279,6 +297,7 @@ ADMIN_PAGES = {
     "admin/knowledge/knowledgebase/<int:kb_pk>/hit-test/": ("/admin/knowledge/knowledgebase/{kb_pk}/hit-test/", "editor"),
     "admin/knowledge/document/upload/": ("/admin/knowledge/document/upload/", "edits"),
     "admin/knowledge/document/queue/": ("/admin/knowledge/document/queue/", "edits"),
+    "admin/knowledge/item/import/": ("/admin/knowledge/item/import/", "edits"),
     "admin/knowledge/document/<int:document_id>/retry/": ("/admin/knowledge/document/{failed}/retry/", "editor-post"),
     "admin/knowledge/documentasset/<int:asset_id>/image/": ("/admin/knowledge/documentasset/{asset}/image/", "editor"),
     "admin/evaluation/evalset/import/": ("/admin/evaluation/evalset/import/", "edits"),

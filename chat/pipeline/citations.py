@@ -58,6 +58,9 @@ def build_citations(
             )
             continue
         result = item.result
+        if result.from_web:
+            citations.append(web_citation(item, spans=spans))
+            continue
         citations.append(
             Citation(
                 number=item.number, kind="chunk", title=result.document_title, text=item.text,
@@ -71,6 +74,17 @@ def build_citations(
             )
         )
     return tuple(citations)
+
+
+def web_citation(item: ContextItem, *, spans: tuple[SupportSpan, ...]) -> Citation:
+    """A web page's citation: its title, site and address, and no knowledge base, chunk or
+    document (it is none of the knowledge base's content)."""
+    result = item.result
+    return Citation(
+        number=item.number, kind="web", title=result.document_title, text=item.text, score=result.score,
+        relevance=round(item.relevance.score, 4), content_type="web", spans=spans, url=result.url,
+        site=result.site,
+    )
 
 
 def _base_fields(bases: Mapping[int, SourceBase], kb_id: int) -> dict[str, str]:

@@ -105,6 +105,10 @@ def calculate_evidence_confidence(
     elif hit_type == HitType.INSUFFICIENT_CONTEXT:
         score = 0.12 + 0.15 * nrs
         reasons.append("insufficient_context")
+    elif hit_type == HitType.CLARIFY:
+        # A question back states no fact: there is nothing to be right or wrong about.
+        score = 0.5
+        reasons.append("clarifying_question")
     else:
         score = (
             0.20 + 0.45 * nrs + min(context_count, 4) * 0.06 + min(source_count, 3) * 0.04

@@ -38,7 +38,7 @@ _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])")
 @dataclass(frozen=True)
 class ContextItem:
     number: int
-    kind: str  # "chunk" | "faq"
+    kind: str  # "chunk" | "faq" | "web" (a web search's page, `result.from_web`)
     title: str
     text: str  # as the reader sees it (clipped to the per-item budget)
     prompt_text: str  # defused, with this result's image lines
@@ -158,10 +158,10 @@ def select_context(
         eligible.sort(key=lambda item: (0 if _is_table(item[1]) else 1, item[0]))
     for rank, result, cov, _meaning in eligible:
         key = f"doc:{result.parent_id or result.chunk_id}"
-        verdicts[rank] = admit("chunk", key, source_title(result), result.content, cov, result, None)
+        verdicts[rank] = admit(_kind(result), key, source_title(result), result.content, cov, result, None)
     for rank, result, cov, meaning in doc_scored:
         candidates.append({
-            "kind": "chunk", "chunk_id": result.chunk_id, "document_id": result.document_id,
+            "kind": _kind(result), "chunk_id": result.chunk_id, "document_id": result.document_id,
             "relevance": round(cov.score, 4), "meaning": meaning, "decided_by": decided_by(cov.score, meaning),
             "key_term": cov.key_term, "key_term_found": cov.key_term_found, "verdict": verdicts[rank],
         })
@@ -219,6 +219,10 @@ def _insufficient_reason(terms, faq_hits, doc_results, key_missing: bool, empty_
     return "key_term_missing" if key_missing else "below_relevance_floor"
 
 
+def _kind(result: RetrievalResult) -> str:
+    return "web" if result.from_web else "chunk"
+
+
 def _is_table(result: RetrievalResult) -> bool:
     return result.content_type == "table" or "table" in result.content_types
 
@@ -229,7 +233,7 @@ def _sources(faq_hits, doc_results, plan: RetrievalPlan) -> tuple[dict, ...]:
         for h in faq_hits[:2]
     ]
     docs = [
-        {"kind": "chunk", "chunk_id": r.chunk_id, "document_id": r.document_id,
+        {"kind": _kind(r), "chunk_id": r.chunk_id, "document_id": r.document_id,
          "file_name": r.document_title, "score": r.score}
         for r in doc_results[:5]
     ]
@@ -271,6 +275,9 @@ def _caption(caption: str) -> str:
 
 
 def source_title(result: RetrievalResult) -> str:
+    if result.from_web:
+        # Said in the prompt as a FAQ's "常见问题：" is: the model reads where the text comes from.
+        return defuse(f"网络来源：{result.document_title} · {result.site}").replace("\n", " ")
     parts = [result.document_title]
     heading = " > ".join(h for h in result.heading_path if h and h != result.document_title)
     if heading:

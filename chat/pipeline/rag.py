@@ -3,9 +3,11 @@
     stage 0  context          validate, access, conversation, trace id, stored question
     stage 1  routing          direct answer | FAQ exact | retrieval
     stage 2  preparation      history, follow-up rewrite, intent, plan, variants
+    stage 2b items            which product the question is about (rules A–C), see items.py
     stage 3  FAQ retrieval    threshold direct answer, fast-path candidates reused
     stage 4  documents        RetrievalService (the same one the API and the hit test use)
     stage 5  context          relevance floor, budgets, numbering, citations | insufficient
+                              | a clarifying question (rule C, the best evidence about candidates)
     stage 6  generation       streamed through citation enforcement, verified, confidence
     stage 7  persistence      answer + evidence + trace in one transaction
 
@@ -21,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -29,10 +31,11 @@ from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
 from engines.ports import AsyncChatStream, ChatMessage, ChatModel, ProviderError
-from engines.providers import get_chat_model
+from engines.providers import get_chat_model, web_search_configured
 from knowledge.access import access_knowledge_base, access_knowledge_bases
 from knowledge.models import KnowledgeBase
 from knowledge.documents.selectors import chunk_contents
+from knowledge.items.selectors import catalog_for
 from ragsite.db import release_connection
 from ragsite.errors import DomainError
 from retrieval.contracts import RetrievalCancelled, RetrievalError, RetrievalRequest
@@ -46,6 +49,8 @@ from ..contracts import (
     ChatError,
     ChatQuery,
     Citation,
+    Clarification,
+    ClarifyChoice,
     EvidenceConfidence,
     GenerationFailed,
     HitType,
@@ -75,6 +80,15 @@ from .context import (
 )
 from .events import Delta, Event, Evidence, Finished, Started, Status
 from .faq import search_faq
+from .items import (
+    ModelItemExtractor,
+    clarify_answer,
+    confirm_items,
+    faq_fits,
+    faq_hits_about,
+    focus_results,
+    item_specific,
+)
 from .generation import AnswerFilter, afiltered_stream, filtered_stream, is_declined
 from .preparation import (
     FollowUpRewriter,
@@ -295,10 +309,33 @@ class RAGService:
         turn.preparation = prepared
         turn.check_cancelled()
 
+        catalog = catalog_for(kb_ids=[kb.pk for kb in turn.scope])
+        if catalog:
+            yield Status("item_confirm", _("正在确认问题涉及的产品..."))
+            release_connection()
+            with turn.stage("item_confirm"):
+                confirmation, degradations = confirm_items(
+                    question=prepared.rewritten_query, history=turn.history, follow_up=prepared.follow_up,
+                    catalog=catalog, rules=rules.items, chosen_item_ids=turn.query.item_ids,
+                    extractor=self._item_extractor(rules),
+                )
+            turn.degradations.extend(degradations)
+            turn.items = confirmation
+            turn.catalog = catalog
+            if confirmation.question != prepared.rewritten_query:
+                prepared = replace(prepared, rewritten_query=confirmation.question,
+                                   variants=(confirmation.question, *prepared.variants[1:]))
+                turn.preparation = prepared
+            turn.check_cancelled()
+
         yield Status("faq_search", _("正在检索业务 FAQ 知识库..."))
         with turn.stage("faq_search"):
             faq_stage = search_faq(question=turn.question, kb=turn.kb, also_kb_ids=turn.also_kb_ids,
                                    prepared=prepared, route=route, faqs=faqs, cancel=turn.cancel)
+        if (faq_stage.direct is not None and turn.items is not None and turn.catalog is not None
+                and not faq_fits(faq_stage.direct, confirmation=turn.items, catalog=turn.catalog)):
+            turn.items = replace(turn.items, faq_set_aside=faq_stage.direct.faq_id)
+            faq_stage = replace(faq_stage, direct=None, direct_kind="")
         turn.faq = faq_stage
         if not faq_stage.reused_fast_path:
             turn.record_search(cache=faq_stage.response.cache, degradations=faq_stage.response.degradations)
@@ -320,13 +357,30 @@ class RAGService:
         turn.check_cancelled()
 
         with turn.stage("context_build"):
+            results, faq_hits = documents.results, faq_stage.response.hits
+            if turn.items is not None and turn.items.item_ids and turn.catalog is not None:
+                # Rows and sentences of shared text (one table for the whole range) about other
+                # items only are not read: "X3 Pro 的保修期" must not be answered with X3's too.
+                results = focus_results(results, catalog=turn.catalog, item_ids=turn.items.item_ids)
+                faq_hits = faq_hits_about(faq_hits, catalog=turn.catalog, item_ids=turn.items.item_ids)
+            elif turn.items is not None and turn.items.unsure and turn.catalog is not None:
+                # While the item is open, a FAQ about one candidate is a guess at it.
+                faq_hits = tuple(hit for hit in faq_hits
+                                 if faq_fits(hit, confirmation=turn.items, catalog=turn.catalog))
             selection = select_context(
-                question=prepared.rewritten_query, faq_hits=faq_stage.response.hits,
-                doc_results=documents.results, plan=prepared.plan, rules=rules.context,
+                question=prepared.rewritten_query, faq_hits=faq_hits,
+                doc_results=results, plan=prepared.plan, rules=rules.context,
                 empty_reason=documents.trace.empty_reason,
             )
             citations = build_citations(selection.items, question=prepared.rewritten_query, bases=turn.bases)
         turn.selection = selection
+        clarification = self._clarification(turn, selection)
+        if clarification is not None:
+            turn.clarification = clarification
+            yield from self._single_answer(turn, hit_type=HitType.CLARIFY, answer=clarify_answer(clarification),
+                                           intent=prepared.intent, citations=(), top_score=selection.top_score,
+                                           clarify=clarification)
+            return None
         if not selection.items:
             yield from self._single_answer(turn, hit_type=HitType.INSUFFICIENT_CONTEXT,
                                            answer=decline_answer(turn.kb, reason=selection.insufficient_reason),
@@ -422,8 +476,29 @@ class RAGService:
         yield self._finish(turn, answer=answer, intent=prepared.intent, citations=citations,
                            confidence=confidence)
 
+    def _clarification(self, turn: TurnState, selection: ContextSelection) -> Clarification | None:
+        """Rule C's clarifying question: the question fits several items and none more than the
+        others. Asked when the best evidence is about some of them (a price table, one model's
+        sentence), since answering would be a guess; not when it names none of them (the
+        management address, the same on every model), nor when nothing answers at all."""
+        confirmation, catalog = turn.items, turn.catalog
+        if confirmation is None or catalog is None or not confirmation.unsure:
+            return None
+        candidates = confirmation.clarify_candidates
+        documents = [item for item in selection.items if item.kind == "chunk"]
+        if len(candidates) < 2 or not documents:
+            return None
+        if not item_specific(documents[0].text, catalog=catalog, candidates=tuple(c.item_id for c in candidates)):
+            return None
+        mention = next((c.matched for c in candidates if c.matched), "")
+        return Clarification(
+            question=turn.question, mention=mention,
+            choices=tuple(ClarifyChoice(item_id=c.item_id, name=c.name) for c in candidates),
+        )
+
     def _single_answer(self, turn: TurnState, *, hit_type: HitType, answer: str, intent: IntentResult,
-                       citations: tuple[Citation, ...], top_score: float, faq_ids: tuple[int, ...] = ()):
+                       citations: tuple[Citation, ...], top_score: float, faq_ids: tuple[int, ...] = (),
+                       clarify: Clarification | None = None):
         """Direct, FAQ and insufficient-context answers: fixed text, no model call."""
         prepared = turn.preparation
         evidence_confidence = calculate_evidence_confidence(
@@ -443,7 +518,7 @@ class RAGService:
             yield Delta(piece)
         confidence = combine_answer_confidence(evidence_confidence, NOT_APPLICABLE)
         yield self._finish(turn, answer=answer, intent=intent, citations=citations, confidence=confidence,
-                           faq_ids=faq_ids)
+                           faq_ids=faq_ids, clarify=clarify)
 
     # --- events and persistence -------------------------------------------------------------
 
@@ -455,7 +530,8 @@ class RAGService:
         )
 
     def _finish(self, turn: TurnState, *, answer: str, intent: IntentResult, citations: tuple[Citation, ...],
-                confidence: AnswerConfidence, faq_ids: tuple[int, ...] = ()) -> Finished:
+                confidence: AnswerConfidence, faq_ids: tuple[int, ...] = (),
+                clarify: Clarification | None = None) -> Finished:
         # A client gone while the model sent its last (textless) chunk never saw the answer
         # end: the turn is cancelled, not stored complete with evidence.
         turn.check_cancelled()
@@ -484,6 +560,7 @@ class RAGService:
                 user_message_id=turn.user_message_id, assistant_message_id=message.pk, answer=answer,
                 route=route, hit_type=hit_type, intent=intent, citations=citations,
                 answer_confidence=confidence, retrieval=turn.end_payload(), kb_version=turn.kb_version,
+                clarify=clarify,
             )
         )
 
@@ -529,6 +606,16 @@ class RAGService:
             logger.error("chat model is not configured: %s", exc)
             raise ChatError(_("问答模型未配置或不可用，请联系管理员。"), code="chat_model_unavailable",
                             http_status=503) from exc
+
+    def _item_extractor(self, rules: Rules) -> ModelItemExtractor | None:
+        """The chat model, where it can write and the rules file asks for it."""
+        if not rules.items.ask_model:
+            return None
+        try:
+            model = self._chat_model()
+        except ImproperlyConfigured:
+            return None
+        return ModelItemExtractor(model) if model.generative else None
 
     def _follow_up_rewriter(self, rules: Rules) -> FollowUpRewriter:
         """The chat model where it can write; the deterministic rule otherwise."""
@@ -582,4 +669,7 @@ def _retrieval_request(turn: TurnState, prepared: Preparation) -> RetrievalReque
         document_ids=plan.document_ids,
         context_variants=tuple(prepared.variants[1:]),
         filters=plan.filters,
+        item_ids=turn.items.item_ids if turn.items is not None else (),
+        # The asked knowledge base's switch decides, as its other settings do for the scope.
+        enable_web_search=turn.kb.web_search_enabled and web_search_configured(),
     )

@@ -94,6 +94,23 @@ class GenerationRules:
 
 
 @dataclass(frozen=True)
+class ItemRules:
+    """Item confirmation (chat/pipeline/items.py): the bands of rules A–C."""
+
+    high: float  # at or above: confirmed (A, or B among several)
+    low: float  # at or above but below `high`: asked back (C)
+    group_score: float  # a family named alone ("星河路由器"): every item of it scores this
+    min_fuzzy: float  # near misses of a name below this similarity are not candidates
+    clear_lead: float  # rule B without an exact name: the best wins when it leads by this much
+    max_candidates: int  # at most this many choices in a clarifying question
+    ask_model: bool  # ask a generative chat model which item is meant when the words leave it open
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.low <= self.high <= 1.0:
+            raise RulesError("items: need 0 < low <= high <= 1")
+
+
+@dataclass(frozen=True)
 class Rules:
     direct: tuple[DirectRule, ...]
     faq_fast_path: FaqFastPath
@@ -104,6 +121,7 @@ class Rules:
     context: ContextRules
     generation: GenerationRules
     confidence: ConfidenceRules
+    items: ItemRules
 
 
 def normalise_question(text: str) -> str:
@@ -155,6 +173,7 @@ def parse_rules(raw: dict) -> Rules:
             ),
             generation=GenerationRules(**raw["generation"]),
             confidence=_confidence(raw["confidence"]),
+            items=ItemRules(**raw["items"]),
         )
     except (KeyError, TypeError) as exc:
         raise RulesError(f"rules file is incomplete: {exc}") from exc

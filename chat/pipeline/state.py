@@ -18,15 +18,25 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from knowledge.items.matching import ItemCatalog
 from knowledge.models import KnowledgeBase
 from retrieval.contracts import CacheEvent, CacheSummary, RetrievalResponse, StageTiming
 
 from .. import services
-from ..contracts import AnswerConfidence, ChatQuery, HitType, IntentResult, Requester, TurnCancelled
+from ..contracts import (
+    AnswerConfidence,
+    ChatQuery,
+    Clarification,
+    HitType,
+    IntentResult,
+    Requester,
+    TurnCancelled,
+)
 from ..models import Conversation
 from .citations import SourceBase
 from .context import ContextSelection
 from .faq import FaqStage
+from .items import ItemConfirmation
 from .preparation import HistoryTurn, Preparation
 from .routing import RouteDecision
 from .rules import Rules
@@ -66,15 +76,19 @@ class TurnState:
     # One slot per stage, in stage order; None until the stage ran.
     route: RouteDecision | None = None
     preparation: Preparation | None = None
+    items: ItemConfirmation | None = None
     faq: FaqStage | None = None
     documents: RetrievalResponse | None = None
     selection: ContextSelection | None = None
     model_name: str = ""
     generation: GenerationReport | None = None
     hit_type: HitType | None = None
+    clarification: Clarification | None = None  # a clarifying question instead of an answer
 
     delivered: list[str] = field(default_factory=list)
     stored: bool = False  # the answer and its evidence are committed: nothing left to fail
+    # The item catalog the confirmation scored against, for the stages after it.
+    catalog: ItemCatalog | None = None
 
     timings: list[StageTiming] = field(default_factory=list)
     first_token_ms: float | None = None
@@ -175,6 +189,7 @@ class TurnState:
         blocks = {
             "route": self.route,
             "preparation": self.preparation,
+            "items": self.items,
             "faq": self.faq,
             "documents": self.documents.trace if self.documents else None,
             "context": self.selection,
@@ -191,6 +206,7 @@ class TurnState:
             "insufficient_context_reason": self.insufficient_reason,
             "cache": self.cache_block(),
             "degradations": list(dict.fromkeys(self.degradations)),
+            **({"clarify": self.clarification.as_dict()} if self.clarification else {}),
             **self.timings_block(),
         }
 

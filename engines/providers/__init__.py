@@ -20,6 +20,12 @@ new instances, `clear_provider_cache()` drops them all.
 The vector store is chosen the same way, by dotted path: RAG_VECTOR_STORE names the factory of
 one store per embedding space and text analysis (default: Milvus, `engines.milvus_store`), which
 caches its own clients per configuration.
+
+So is web search: RAG_WEB_SEARCH_BACKEND names the adapter class (`engines.websearch.mcp.McpWebSearch`,
+`engines.websearch.http.HttpWebSearch`, or a deployment's own taking `config=`); empty, the
+deployment has no web search. It reads RAG_WEB_SEARCH_URL, RAG_WEB_SEARCH_API_KEY,
+RAG_WEB_SEARCH_TIMEOUT_SECONDS, RAG_WEB_SEARCH_RESULTS, RAG_WEB_SEARCH_TOOL,
+RAG_WEB_SEARCH_QUERY_ARGUMENT and RAG_WEB_SEARCH_COUNT_ARGUMENT.
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from engines.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker, VectorStore
+from engines.ports import Captioner, ChatModel, Embedder, QueryRewriter, Reranker, VectorStore, WebSearch
 from engines.providers._common import ConnectionSettings
 from engines.providers.e5 import E5_EMBEDDING_MODEL, LocalE5Embedder
 from engines.providers.e5 import ENGINE_MODULE as E5_ENGINE_MODULE
+from engines.websearch import DEFAULT_RESULT_COUNT, DEFAULT_TIMEOUT_SECONDS, WebSearchConfig
 from engines.providers.local import (
     LOCAL_EMBEDDING_MODEL,
     ExtractiveChatModel,
@@ -284,6 +291,8 @@ __all__ = [
     "get_embedder",
     "get_reranker",
     "get_rewriter",
+    "get_web_search",
+    "web_search_configured",
 ]
 
 
@@ -294,3 +303,36 @@ def get_vector_store(*, embedding_model: str, dimension: int, analysis: str) -> 
     """The store of one embedding space and text analysis, from the RAG_VECTOR_STORE factory."""
     factory = import_string(_setting("RAG_VECTOR_STORE") or DEFAULT_VECTOR_STORE)
     return factory(embedding_model=embedding_model, dimension=dimension, analysis=analysis)
+
+
+def web_search_configured() -> bool:
+    """Whether the deployment offers web search at all (knowledge bases switch it on each)."""
+    return bool(_setting("RAG_WEB_SEARCH_BACKEND"))
+
+
+def get_web_search() -> WebSearch | None:
+    """The deployment's web search, from RAG_WEB_SEARCH_BACKEND; None when it is empty.
+
+    ImproperlyConfigured when the backend is named but its endpoint or limits are not usable."""
+    path = _setting("RAG_WEB_SEARCH_BACKEND") or ""
+    if not path:
+        return None
+    try:
+        config = WebSearchConfig(
+            url=_required("RAG_WEB_SEARCH_URL"),
+            api_key=_setting("RAG_WEB_SEARCH_API_KEY") or "",
+            timeout=float(_setting("RAG_WEB_SEARCH_TIMEOUT_SECONDS") or DEFAULT_TIMEOUT_SECONDS),
+            count=int(_setting("RAG_WEB_SEARCH_RESULTS") or DEFAULT_RESULT_COUNT),
+            tool=_setting("RAG_WEB_SEARCH_TOOL") or "",
+            query_argument=_setting("RAG_WEB_SEARCH_QUERY_ARGUMENT") or "",
+            count_argument=_setting("RAG_WEB_SEARCH_COUNT_ARGUMENT") or "",
+        )
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"web search: {exc}") from exc
+    adapter = import_string(path)
+    # The key enters the cache key only as a digest, as the model adapters' do.
+    fingerprint = tuple(
+        (name, hashlib.sha256(str(value).encode()).hexdigest() if name == "api_key" else value)
+        for name, value in dataclasses.asdict(config).items()
+    )
+    return _cached(("web_search", path, fingerprint), lambda: adapter(config=config))

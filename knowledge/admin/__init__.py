@@ -5,7 +5,7 @@ documents, chunks and images (`documents`), FAQs (`faqs`). Importing the package
 from django.contrib import admin
 from django.utils.translation import gettext_lazy
 
-from knowledge.admin import audit, catalog, documents, faqs  # noqa: F401  (registration)
+from knowledge.admin import audit, catalog, documents, faqs, items  # noqa: F401  (registration)
 
 admin.site.site_header = gettext_lazy("ragsite 知识库管理")
 admin.site.site_title = gettext_lazy("ragsite")

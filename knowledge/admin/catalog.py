@@ -37,6 +37,7 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
         (None, {"fields": ["slug", "name", "description", "support_contact"]}),
         (gettext_lazy("访问控制"), {"fields": ["visibility", "allowed_groups", "editor_groups", "publisher_groups"]}),
         (gettext_lazy("回答中的链接"), {"fields": ["link_allowed_hosts"]}),
+        (gettext_lazy("网络搜索"), {"fields": ["web_search_enabled"]}),
         (gettext_lazy("分块与向量"), {"fields": ["chunk_size_tokens", "chunk_overlap_tokens", "embedding_model_words", "embedding_dimension", "text_analysis_words"]}),
         (gettext_lazy("检索词典"), {"fields": ["custom_terms"]}),
         (gettext_lazy("上线检查"), {"fields": ["release_max_regression_points"]}),
@@ -65,8 +66,10 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
         if obj is not None:
             fields += ["slug", "chunk_size_tokens", "chunk_overlap_tokens"]
             if not self.holds(request, obj, Role.PUBLISHER):
+                # Web search sends questions to a service outside: a publisher's decision, as the
+                # audience is.
                 fields += ["visibility", "allowed_groups", "editor_groups", "publisher_groups", "release_max_regression_points",
-                           "link_allowed_hosts"]
+                           "link_allowed_hosts", "web_search_enabled"]
         return fields
 
     def get_fieldsets(self, request, obj=None):
@@ -143,6 +146,7 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
                 visibility=obj.visibility, support_contact=obj.support_contact,
                 custom_terms=obj.custom_terms, release_max_regression_points=obj.release_max_regression_points,
                 link_allowed_hosts=obj.link_allowed_hosts.splitlines(),
+                web_search_enabled=obj.web_search_enabled,
             )
             return
         kb = catalog_services.create_knowledge_base(
@@ -158,6 +162,8 @@ class KnowledgeBaseAdmin(KnowledgeScopedAdmin):
         if obj.release_max_regression_points is not None:
             catalog_services.update_knowledge_base(kb=kb, actor=request.user,
                                            release_max_regression_points=obj.release_max_regression_points)
+        if obj.web_search_enabled:
+            catalog_services.update_knowledge_base(kb=kb, actor=request.user, web_search_enabled=True)
         obj.pk = kb.pk
         obj.text_analysis = kb.text_analysis
         obj.embedding_model, obj.embedding_dimension = kb.embedding_model, kb.embedding_dimension

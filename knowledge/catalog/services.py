@@ -124,10 +124,12 @@ def update_knowledge_base(
     custom_terms: str | None = None,
     release_max_regression_points: float | None | object = UNCHANGED,
     link_allowed_hosts: Sequence[str] | None = None,
+    web_search_enabled: bool | None = None,
 ) -> KnowledgeBase:
     """Edit presentation, access settings, the dictionary, the release-check limit (None:
-    show the check, never block) and the hosts whose links stay clickable in answers (they
-    apply to answers given from then on; stored answers keep the text they were given with).
+    show the check, never block), the hosts whose links stay clickable in answers (they
+    apply to answers given from then on; stored answers keep the text they were given with)
+    and whether questions also search the web (where the deployment configured a search).
     The embedding space and the text analysis never change after
     creation. A new dictionary applies to questions at once and to indexed chunks after
     `schedule_reanalysis`."""
@@ -143,6 +145,8 @@ def update_knowledge_base(
         kb.release_max_regression_points = release_max_regression_points
     if link_allowed_hosts is not None:
         kb.link_allowed_hosts = _link_hosts_text(link_allowed_hosts)
+    if web_search_enabled is not None:
+        kb.web_search_enabled = web_search_enabled
     validate_model(kb)
     kb.save()
     if allowed_groups is not None:
@@ -164,7 +168,7 @@ def update_knowledge_base(
 
 
 _AUDITED_SETTINGS = ("name", "description", "visibility", "support_contact", "custom_terms",
-                     "release_max_regression_points", "link_allowed_hosts")
+                     "release_max_regression_points", "link_allowed_hosts", "web_search_enabled")
 _AUDITED_GROUPS = ("allowed_groups", "editor_groups", "publisher_groups")
 
 

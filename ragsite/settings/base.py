@@ -347,6 +347,21 @@ RAG_PROVIDER_MAX_RETRIES = env.int("RAG_PROVIDER_MAX_RETRIES", default=2)
 RAG_PROVIDER_RETRY_BASE_DELAY_SECONDS = env.float("RAG_PROVIDER_RETRY_BASE_DELAY_SECONDS", default=0.5)
 RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS = env.bool("RAG_OPENAI_EMBEDDING_SEND_DIMENSIONS", default=False)
 
+# Web search as a source of answers, for the knowledge bases that switch it on (off by default):
+# the adapter (engines.websearch.mcp.McpWebSearch: an MCP server's search tool over streamable
+# HTTP, e.g. Bailian's WebSearch MCP; engines.websearch.http.HttpWebSearch: a SearXNG-style JSON
+# endpoint; empty: no web search), its endpoint, an optional key sent as a Bearer token, the
+# longest one search may take, results per question, and for MCP the tool and its argument
+# names (empty: bailian_web_search, query, count; HTTP: q and no count).
+RAG_WEB_SEARCH_BACKEND = env("RAG_WEB_SEARCH_BACKEND", default="")
+RAG_WEB_SEARCH_URL = env("RAG_WEB_SEARCH_URL", default="")
+RAG_WEB_SEARCH_API_KEY = env("RAG_WEB_SEARCH_API_KEY", default="")
+RAG_WEB_SEARCH_TIMEOUT_SECONDS = env.float("RAG_WEB_SEARCH_TIMEOUT_SECONDS", default=5.0)
+RAG_WEB_SEARCH_RESULTS = env.int("RAG_WEB_SEARCH_RESULTS", default=5)
+RAG_WEB_SEARCH_TOOL = env("RAG_WEB_SEARCH_TOOL", default="")
+RAG_WEB_SEARCH_QUERY_ARGUMENT = env("RAG_WEB_SEARCH_QUERY_ARGUMENT", default="")
+RAG_WEB_SEARCH_COUNT_ARGUMENT = env("RAG_WEB_SEARCH_COUNT_ARGUMENT", default="")
+
 # Retrieval: channel threads per process, L2 cache lifetimes.
 # Load tokenizers and Milvus collections in the background when the web process starts.
 RAG_WARM_UP = env.bool("RAG_WARM_UP", default=True)

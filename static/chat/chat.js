@@ -39,6 +39,7 @@
     panelTitle: $("source-title"),
     panelKind: $("source-kind"),
     panelLocator: $("source-locator"),
+    panelLink: $("source-link"),
     panelHeading: $("source-heading"),
     panelText: $("source-text"),
     panelPreview: $("source-preview"),
@@ -397,6 +398,8 @@
       note: node("p", "msg-note"),
       error: node("p", "msg-error"),
       sources: node("div", "sources"),
+      choices: node("div", "clarify"),
+      clarify: null,
       text: "",
       citations: [],
       confidence: null,
@@ -407,9 +410,11 @@
     view.error.hidden = true;
     view.error.setAttribute("role", "alert");
     view.sources.hidden = true;
+    view.choices.hidden = true;
     view.meta.hidden = true;
     item.appendChild(view.meta);
     item.appendChild(view.answer);
+    item.appendChild(view.choices);
     item.appendChild(view.note);
     item.appendChild(view.error);
     item.appendChild(view.sources);
@@ -436,7 +441,8 @@
   function renderMeta(view) {
     view.meta.textContent = "";
     var confidence = view.confidence;
-    if (confidence && confidence.level) {
+    // A clarifying question states nothing to be confident about: no badge.
+    if (confidence && confidence.level && view.hitType !== "clarify") {
       var level = ["high", "medium", "low"].indexOf(confidence.level) >= 0 ? confidence.level : "low";
       var badge = node("details", "confidence-badge");
       badge.setAttribute("data-level", level);
@@ -462,6 +468,26 @@
     view.meta.hidden = !view.meta.childNodes.length;
   }
 
+  // A clarifying question's choices: each asks the question again about that item.
+  function renderClarify(view) {
+    view.choices.textContent = "";
+    var clarify = view.clarify;
+    if (!clarify || !clarify.choices || !clarify.choices.length) {
+      view.choices.hidden = true;
+      return;
+    }
+    view.choices.appendChild(node("p", "clarify-title", t("clarify_choices")));
+    var list = node("div", "clarify-choices");
+    clarify.choices.forEach(function (choice) {
+      var button = node("button", "clarify-choice", choice.name);
+      button.type = "button";
+      button.setAttribute("data-item-id", String(choice.item_id));
+      list.appendChild(button);
+    });
+    view.choices.appendChild(list);
+    view.choices.hidden = false;
+  }
+
   function renderSources(view) {
     view.sources.textContent = "";
     var citations = view.citations || [];
@@ -484,10 +510,33 @@
       var label = locatorLabel(citation);
       if (label) button.appendChild(node("span", "source-locator", " · " + label));
       item.appendChild(button);
+      if (citation.kind === "web") item.appendChild(webSourceLine(citation));
       list.appendChild(item);
     });
     view.sources.appendChild(list);
     view.sources.hidden = false;
+  }
+
+  // A web source is none of the knowledge base's content: it says so, names its site and shows
+  // its whole address as a link that only a click opens (in a new tab, without the referrer);
+  // the page never fetches it, its preview or any image of it.
+  function webLink(url) {
+    if (typeof url !== "string" || !/^https?:\/\/[^\s]+$/i.test(url)) return node("span", "web-url", url || "");
+    var link = node("a", "web-url", url);
+    link.href = url;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer nofollow";
+    link.referrerPolicy = "no-referrer";
+    return link;
+  }
+
+  function webSourceLine(citation) {
+    var line = node("div", "source-web");
+    line.appendChild(node("span", "web-label", t("web_source")));
+    if (citation.site) line.appendChild(node("span", "web-site", " · " + citation.site + " · "));
+    else line.appendChild(document.createTextNode(" · "));
+    line.appendChild(webLink(citation.url));
+    return line;
   }
 
   function showNote(view, text) {
@@ -576,12 +625,19 @@
     el.panelTitle.textContent = plain("[" + citation.number + "] " + (citation.title || ""));
     var kinds = [];
     if (citation.kind === "faq") kinds.push(t("faq"));
+    if (citation.kind === "web") kinds.push(t("web_source"));
+    if (citation.kind === "web" && citation.site) kinds.push(plain(citation.site));
     if (citation.knowledge_base_name) kinds.push(plain(citation.knowledge_base_name));
     el.panelKind.textContent = kinds.join(" · ");
     el.panelKind.hidden = !kinds.length;
     var label = locatorLabel(citation);
     el.panelLocator.textContent = plain(label);
     el.panelLocator.hidden = !label;
+    if (el.panelLink) {
+      el.panelLink.textContent = "";
+      if (citation.kind === "web") el.panelLink.appendChild(webLink(citation.url));
+      el.panelLink.hidden = citation.kind !== "web";
+    }
     var heading = (citation.heading_path || []).join(" › ");
     el.panelHeading.textContent = plain(heading);
     el.panelHeading.hidden = !heading;
@@ -714,9 +770,11 @@
       view.citations = evidence.citations || [];
       view.confidence = evidence.answer_confidence || null;
       view.hitType = evidence.hit_type || null;
+      view.clarify = evidence.clarify || null;
       renderView(view);
       renderMeta(view);
       renderSources(view);
+      renderClarify(view);
       if (message.status === "cancelled") showNote(view, t("stopped"));
       else if (message.status === "error") showError(view, t("error"));
     });
@@ -783,6 +841,10 @@
         view.text += part.delta || "";
         queueRender(view);
         break;
+      case "data-clarify":
+        view.clarify = part.data || null;
+        renderClarify(view);
+        break;
       case "data-answer":
         var data = part.data || {};
         view.citations = data.citations || view.citations;
@@ -836,7 +898,7 @@
     return pump();
   }
 
-  function ask(question) {
+  function ask(question, itemIds) {
     if (!state.kb) {
       setStatus(t("no_knowledge_base"));
       return;
@@ -857,6 +919,7 @@
     var body = { knowledge_base_id: state.kb, question: question };
     if (also.length) body.knowledge_base_ids = [state.kb].concat(also);
     if (state.conversationId) body.conversation_id = state.conversationId;
+    if (itemIds && itemIds.length) body.item_ids = itemIds;
 
     fetch(config.urls.stream, {
       method: "POST",
@@ -950,6 +1013,14 @@
   });
 
   el.messages.addEventListener("click", function (event) {
+    var choice = event.target.closest("button[data-item-id]");
+    if (choice) {
+      var owner = views.get(choice.closest("li.msg"));
+      if (owner && owner.clarify && !state.streaming) {
+        ask(owner.clarify.question, [parseInt(choice.getAttribute("data-item-id"), 10)]);
+      }
+      return;
+    }
     var button = event.target.closest("button[data-cite]");
     if (!button) return;
     var item = button.closest("li.msg");

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TURN_KEYS = {
     "trace_id", "conversation_id", "user_message_id", "message_id", "answer", "route", "hit_type", "intent",
-    "citations", "answer_confidence", "retrieval", "kb_version",
+    "citations", "answer_confidence", "retrieval", "kb_version", "clarify",
 }
 # What the SSE `data-answer` part carries: the JSON turn has all of it, in the same shapes.
 STREAM_ANSWER_KEYS = {

@@ -481,6 +481,35 @@ def test_reload_restores_the_conversation_with_its_sources(site, open_page):
     assert "一类城市（北京、上海、广州、深圳）：500元/晚" in mark.inner_text()
 
 
+def test_a_question_about_the_whole_family_is_asked_back_and_a_choice_answers_it(site, open_page):
+    # given
+    watched = open_page(f"{site.base_url}/?kb=demo")
+    page = watched.page
+    # when: a question that fits all four routers
+    asked_back = send(watched, "星河路由器多少钱？")
+    # then: the four as buttons, no source cited, no confidence badge
+    choices = asked_back.locator(".clarify-choice")
+    expect(choices).to_have_count(4)
+    expect(asked_back.locator(".confidence-badge")).to_have_count(0)
+    assert sorted(choices.all_inner_texts()) == sorted(["星河X1", "星河X3", "星河X3 Pro", "星河X5 Mesh"])
+    assert asked_back.locator(".hit-type").get_attribute("data-hit-type") == "clarify"
+    # when: one is chosen
+    choices.filter(has_text="星河X3 Pro").click()
+    answer = page.locator("li.msg.assistant").nth(1)
+    answer.locator(".confidence-badge").wait_for()
+    # then: the question is answered about that one only
+    text = answer.locator(".answer").inner_text()
+    assert "699" in text and "399元" not in text and "199元" not in text
+    assert page.locator("li.msg.user").all_inner_texts() == ["星河路由器多少钱？"] * 2
+    # when: the page is reloaded, the choices come back with the conversation
+    page.reload()
+    page.wait_for_selector("html[data-chat-ready]")
+    restored = page.locator("li.msg.assistant").first
+    expect(restored.locator(".clarify-choice")).to_have_count(4)
+    page.screenshot(path=str(ARTIFACTS / "clarify.png"), full_page=True)
+    assert_inert(watched)
+
+
 def test_an_error_before_the_answer_shows_inline_and_the_question_can_be_sent_again(site, open_page):
     watched = open_page(f"{site.base_url}/?kb={INJECTED_SLUG}")
     page = watched.page

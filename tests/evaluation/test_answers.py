@@ -107,7 +107,7 @@ def test_evaluate_answers_runs_every_question_through_the_chat_pipeline_and_stor
     assert run.metrics["containment"] == 1.0 and run.metrics["citation_validity"] == 1.0
     assert run.metrics["insufficient_context_rate"] == 1.0 and run.metrics["first_line"] == 1.0
     assert sum(row["count"] for row in run.metrics["calibration"]) == 4
-    assert run.metrics["categories"]["follow_up"] == {"count": 1, "right": 1, "first_line": 1}
+    assert run.metrics["categories"]["follow_up"] == {"count": 1, "right": 1, "first_line": 1, "clarified": 0}
     # the follow-up was asked after its history, in one conversation
     from chat.models import Conversation
 

@@ -74,6 +74,14 @@ class FakeRepository:
         self.calls.append("load_assets")
         return {i: self.assets[i] for i in ids if i in self.assets}
 
+    def documents_about_other_items(self, *, document_ids, item_ids):
+        self.calls.append("documents_about_other_items")
+        return frozenset()
+
+    def chunks_about_other_items(self, *, chunk_ids, item_ids):
+        self.calls.append("chunks_about_other_items")
+        return frozenset()
+
 
 def _tokens(text: str) -> set[str]:
     chars = [c for c in text if not c.isspace()]

@@ -48,6 +48,9 @@ from knowledge.cleanup import (
     delete_unreferenced_asset_files,
 )
 from knowledge.epochs import bump_for_published_documents
+from knowledge.items.matching import ItemCatalog
+from knowledge.items.selectors import catalog_for
+from knowledge.items.tagging import tag_chunks
 from knowledge.vectors import store_for
 from knowledge.models import Chunk, Document, DocumentAsset, DocumentStatus, KnowledgeBase, KnowledgeBaseVersion
 from docparse import ParseLimits
@@ -622,10 +625,17 @@ def _write_rows(jobs: list[Job], stored: dict[int, list[StoredImage]]) -> list[J
             for draft, content in zip(job.drafts, job.contents, strict=True)
         )
     created = Chunk.objects.bulk_create(chunks, batch_size=500)
+    catalogs: dict[int, ItemCatalog] = {}
     offset = 0
     for job in live:
         job.chunks = created[offset : offset + len(job.drafts)]
         offset += len(job.drafts)
+        kb_id = job.document.knowledge_base_id
+        if kb_id not in catalogs:
+            catalogs[kb_id] = catalog_for(kb_ids=[kb_id])
+        for chunk in job.chunks:
+            chunk.document = job.document
+        tag_chunks(kb_id=kb_id, chunks=job.chunks, catalog=catalogs[kb_id])
         job.had_rows = job.document.pk in with_rows
         if job.had_rows:
             delete_previews_after_commit(kb_id=job.document.knowledge_base_id, document_id=job.document.pk)

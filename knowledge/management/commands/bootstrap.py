@@ -12,6 +12,7 @@ from django.db import transaction
 from knowledge.documents import bulk
 from knowledge.catalog import services as catalog_services
 from knowledge.faqs import services as faq_services
+from knowledge.items import services as item_services
 from knowledge.models import Document, DocumentStatus, KnowledgeBase, Visibility
 
 DEMO_SLUG = "demo"
@@ -48,6 +49,7 @@ class Command(BaseCommand):
         from demo.build import build_demo_corpus
         from demo.content import MANIFEST
         from demo.faqs import FAQS
+        from demo.items import ITEMS
 
         out_dir = settings.VAR_DIR / "demo"
         self.stdout.write("正在生成并导入演示知识库（首次运行需要几十秒，含扫描件 OCR）…")
@@ -67,6 +69,9 @@ class Command(BaseCommand):
                     similar_questions=faq.get("similar_questions", []),
                     source_tag=faq.get("source_tag", ""), actor=None,
                 )
+            # Before the documents: ingestion tags each chunk with the items it is about.
+            for item in ITEMS:
+                item_services.save_item(kb=kb, actor=None, **item)
         manifest = {entry.name: entry for entry in MANIFEST}
         ids = []
         for path in paths:

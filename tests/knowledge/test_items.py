@@ -1,0 +1,198 @@
+"""The item catalog: finding items in text (longest name, boundaries, spellings), scoring a
+question, focusing shared text on one item, curating and importing the catalog, and the tags
+detection writes and staff keep."""
+
+from __future__ import annotations
+
+import io
+
+import openpyxl
+import pytest
+
+from knowledge.items import services as item_services
+from knowledge.items.matching import CatalogItem, ItemCatalog, focus_text
+from knowledge.items.tagging import detect_items, retag_knowledge_base
+from knowledge.models import AuditAction, AuditEntry, Chunk, ChunkItem, Item, TagSource
+from ragsite.errors import Conflict, ValidationFailed
+from tests.conftest import make_document, make_kb
+
+X1, X3, X3_PRO, VPN = 1, 2, 3, 4
+CATALOG = ItemCatalog([
+    CatalogItem(X1, "星河X1", codes=("XH-X1",), group="星河路由器"),
+    CatalogItem(X3, "星河X3", group="星河路由器", group_aliases=("星河 X 系列",)),
+    CatalogItem(X3_PRO, "星河X3 Pro", aliases=("X3Pro",), codes=("XH-X3P",), group="星河路由器"),
+    CatalogItem(VPN, "XH-Connect"),
+])
+
+
+def score(text: str):
+    return CATALOG.score(text, group_score=0.7, min_fuzzy=0.6)
+
+
+# --- finding items ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [
+    "星河X3 Pro 的保修期", "星河x3pro 的保修期", "星河X3-Pro", "星河X3\nPro 的接口", "星河Ｘ３ Ｐｒｏ", "X3 Pro 多少钱",
+    "XH-X3P 多重", "xh-x3p",
+])
+def test_every_spelling_of_a_name_is_one_mention_of_it(text):
+    assert CATALOG.items_in(text) == {X3_PRO}
+
+
+def test_the_longest_name_wins_and_mentions_never_overlap():
+    # when
+    mentions = CATALOG.mentions("星河X3 Pro 在星河X3 的基础上增加了 6GHz")
+
+    # then
+    assert [(m.item_ids, m.kind) for m in mentions] == [((X3_PRO,), "item"), ((X3,), "item")]
+
+
+@pytest.mark.parametrize("text", ["星河X35 的价格", "型号 AX3 路由器", "XH-X10"])
+def test_a_name_ending_in_a_letter_or_digit_does_not_run_into_one(text):
+    assert CATALOG.items_in(text) == set()
+
+
+def test_a_table_row_is_about_the_model_it_names_even_before_a_number():
+    # the row "星河X3 2年" folds to "星河x32年": the separator still ends the name
+    assert CATALOG.items_in("星河X3 2年 1年") == {X3}
+
+
+def test_a_group_named_alone_tags_nothing_but_scores_every_item_of_it():
+    # when
+    scores = score("星河路由器多少钱？")
+
+    # then
+    assert CATALOG.items_in("星河路由器多少钱？") == set()
+    assert {(s.item_id, s.score, s.kind) for s in scores} == {(X1, 0.7, "group"), (X3, 0.7, "group"),
+                                                              (X3_PRO, 0.7, "group")}
+
+
+def test_a_near_miss_scores_its_similarity_and_another_model_number_nothing():
+    # when
+    typo = score("XH-Conect 怎么安装？")
+    other_model = score("星河X7 的保修期是多久？")
+
+    # then
+    assert [(s.item_id, s.kind) for s in typo] == [(VPN, "fuzzy")]
+    assert 0.85 < typo[0].score < 1.0
+    assert other_model == ()
+
+
+def test_an_exact_name_makes_near_misses_irrelevant():
+    assert [s.item_id for s in score("星河X3 和 X3Pro 哪个好")] == [X3, X3_PRO]
+
+
+# --- focusing shared text -----------------------------------------------------------------------
+
+
+def test_focus_keeps_the_rows_and_sentences_of_the_item_and_what_names_none():
+    # given
+    text = ("保修期限\n产品 整机保修期\n星河X1 1年\n星河X3 2年\n星河X3 Pro 3年\n"
+            "星河X1 有 4 根天线。星河X3 Pro 有 8 根天线。\n| 星河X3 | 399元 |\n| 星河X3 Pro | 699元 |")
+
+    # when
+    focused = focus_text(text, catalog=CATALOG, item_ids=[X3_PRO])
+
+    # then
+    assert focused.splitlines() == ["保修期限", "产品 整机保修期", "星河X3 Pro 3年", "星河X3 Pro 有 8 根天线。",
+                                    "| 星河X3 Pro | 699元 |"]
+
+
+# --- tags -----------------------------------------------------------------------------------------
+
+
+def test_a_chunk_naming_no_item_inherits_its_headings_then_its_title():
+    assert detect_items(catalog=CATALOG, content="背面有 2.5G 网口。", heading_path=["手册", "星河X3 Pro 接口"],
+                        title="手册") == {X3_PRO}
+    assert detect_items(catalog=CATALOG, content="背面有 2.5G 网口。", heading_path=[], title="星河X1 快速入门") == {X1}
+    assert detect_items(catalog=CATALOG, content="背面有 2.5G 网口。", heading_path=[],
+                        title="星河X1 与星河X3 对比") == set()
+
+
+@pytest.mark.django_db
+def test_saving_the_catalog_retags_the_chunks_and_keeps_staffs_tags(run_tasks, staff_user,
+                                                                    django_capture_on_commit_callbacks):
+    # given: chunks written before the catalog existed, one of them tagged by staff
+    kb = make_kb(actor=staff_user)
+    document = make_document(kb)
+    about_x3_pro = Chunk.objects.create(document=document, knowledge_base=kb, ordinal=0,
+                                        content="星河X3 Pro 有 8 根天线。")
+    listing = Chunk.objects.create(document=document, knowledge_base=kb, ordinal=1, content="型号：星河X3、星河X3 Pro")
+    x3 = item_services.save_item(kb=kb, name="星河X3", actor=staff_user)
+    item_services.tag_chunk(chunk=listing, item=x3, source=TagSource.EXCLUDED, actor=staff_user)
+
+    # when: the next item is saved (detection runs after commit)
+    with django_capture_on_commit_callbacks(execute=True):
+        x3_pro = item_services.save_item(kb=kb, name="星河X3 Pro", aliases="X3Pro, XH-X3P", actor=staff_user)
+
+    # then
+    tags = set(ChunkItem.objects.values_list("chunk_id", "item_id", "source"))
+    assert tags == {(about_x3_pro.pk, x3_pro.pk, TagSource.DETECTED), (listing.pk, x3_pro.pk, TagSource.DETECTED),
+                    (listing.pk, x3.pk, TagSource.EXCLUDED)}
+    assert x3_pro.aliases == ["X3Pro", "XH-X3P"]
+    assert AuditEntry.objects.filter(knowledge_base=kb, action=AuditAction.ITEM_SAVED).count() == 2
+
+    # when: the catalog loses the item
+    with django_capture_on_commit_callbacks(execute=True):
+        item_services.delete_item(item=x3_pro, actor=staff_user)
+
+    # then
+    assert not ChunkItem.objects.filter(item_id=x3_pro.pk).exists()
+    # without X3 Pro in the catalog, "星河X3 Pro" reads as X3 again (the listing stays excluded)
+    assert retag_knowledge_base(kb_id=kb.pk) == 1
+
+
+@pytest.mark.django_db
+def test_an_item_needs_a_name_unique_in_its_knowledge_base(staff_user):
+    kb = make_kb(actor=staff_user)
+    item_services.save_item(kb=kb, name="星河X3", actor=staff_user)
+    with pytest.raises(Conflict):
+        item_services.save_item(kb=kb, name="星河X3", actor=staff_user)
+    with pytest.raises(ValidationFailed):
+        item_services.save_item(kb=kb, name="  ", actor=staff_user)
+
+
+# --- import ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_an_import_creates_and_updates_items_and_reports_bad_rows(staff_user):
+    # given
+    kb = make_kb(actor=staff_user)
+    item_services.save_item(kb=kb, name="星河X3", actor=staff_user)
+    table = "名称,别名,型号代码,系列\n星河X3,星河 X3,XH-X3,星河路由器\n星河X3 Pro,X3Pro；星河X3Pro,XH-X3P,星河路由器\n" \
+            + "X" * 201 + ",,,\n"
+
+    # when
+    report = item_services.import_items(kb=kb, file_name="items.csv", data=table.encode(), actor=staff_user)
+
+    # then
+    assert (report.created, report.updated) == (1, 1)
+    assert len(report.errors) == 1 and report.errors[0].startswith("第 4 行")
+    x3_pro = Item.objects.get(knowledge_base=kb, name="星河X3 Pro")
+    assert (x3_pro.aliases, x3_pro.codes, x3_pro.group) == (["X3Pro", "星河X3Pro"], ["XH-X3P"], "星河路由器")
+    assert AuditEntry.objects.filter(knowledge_base=kb, action=AuditAction.ITEMS_IMPORTED).count() == 1
+
+
+@pytest.mark.django_db
+def test_an_xlsx_import_reads_the_first_sheet_and_a_broken_file_is_refused(staff_user):
+    # given
+    kb = make_kb(actor=staff_user)
+    workbook = openpyxl.Workbook()
+    workbook.active.append(["name", "aliases", "group"])
+    workbook.active.append(["星河X1", "X1", "星河路由器"])
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+
+    # when
+    report = item_services.import_items(kb=kb, file_name="items.xlsx", data=buffer.getvalue(), actor=staff_user)
+
+    # then
+    assert report.created == 1
+    with pytest.raises(ValidationFailed) as refused:
+        item_services.import_items(kb=kb, file_name="items.xlsx", data=b"PK\x03\x04 not a workbook", actor=staff_user)
+    assert refused.value.code == "import_unreadable"
+    with pytest.raises(ValidationFailed) as no_name:
+        item_services.import_items(kb=kb, file_name="items.csv", data="别名\nX1\n".encode(), actor=staff_user)
+    assert no_name.value.code == "import_no_name_column"
