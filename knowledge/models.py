@@ -238,6 +238,7 @@ class AuditAction(models.TextChoices):
     DOCUMENTS_UPLOADED = "documents_uploaded", _("上传文档")
     DOCUMENT_DELETED = "document_deleted", _("删除文档")
     DOCUMENT_RETRIED = "document_retried", _("重试文档")
+    DOCUMENT_ATTRIBUTES_UPDATED = "document_attributes_updated", _("修改文档元数据")
     REANALYSIS_SCHEDULED = "reanalysis_scheduled", _("按词典重建索引")
     FAQ_CREATED = "faq_created", _("新增 FAQ")
     FAQ_UPDATED = "faq_updated", _("修改 FAQ")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.translation import gettext_lazy
 
-from knowledge import audit
 from knowledge.admin.common import ADMIN_CSS
 from knowledge.admin.scope import KnowledgeScopedAdmin
 from knowledge.models import AuditEntry
@@ -32,7 +31,7 @@ class AuditEntryAdmin(KnowledgeScopedAdmin):
 
     @admin.display(description=gettext_lazy("操作"), ordering="action")
     def action_words(self, entry: AuditEntry) -> str:
-        return audit.action_label(entry)
+        return entry.get_action_display()
 
     @admin.display(description=gettext_lazy("操作人"), ordering="actor__username")
     def actor_label(self, entry: AuditEntry) -> str:

@@ -291,7 +291,7 @@ def set_document_attributes(*, document: Document, attributes: Mapping[str, obje
     document.save(update_fields=["attributes", "updated_at"])
     epochs.bump_epoch(kb_id=document.knowledge_base_id)
     audit.record(
-        kb=document.knowledge_base, actor=actor, action=audit.DOCUMENT_ATTRIBUTES_UPDATED,
+        kb=document.knowledge_base, actor=actor, action=AuditAction.DOCUMENT_ATTRIBUTES_UPDATED,
         target=_("%(title)s：%(keys)s") % {"title": document.title, "keys": "、".join(changed)},
     )
     return document

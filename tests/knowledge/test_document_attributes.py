@@ -10,10 +10,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from knowledge import audit
 from knowledge.attributes import InvalidAttributes, clean_attributes
 from knowledge.documents import services as document_services
-from knowledge.models import AuditEntry, CacheNamespace, Document
+from knowledge.models import AuditAction, AuditEntry, CacheNamespace, Document
 from tests.conftest import make_document
 
 pytestmark = pytest.mark.django_db
@@ -140,7 +139,7 @@ def test_patch_replaces_the_attributes_logs_it_and_moves_the_cache_epoch(staff_a
     assert response.status_code == 200, response.content
     assert response.json()["attributes"] == HR
     assert Document.objects.get(pk=ready_document.pk).attributes == HR
-    assert audit_rows(kb)[-1] == (audit.DOCUMENT_ATTRIBUTES_UPDATED, "员工手册：公开、地区、密级、生效日期、部门")
+    assert audit_rows(kb)[-1] == (AuditAction.DOCUMENT_ATTRIBUTES_UPDATED, "员工手册：公开、地区、密级、生效日期、部门")
     assert epoch_of(kb) == epoch + 1
     assert staff_api.get(detail_url(kb, ready_document)).json()["attributes"] == HR
 
@@ -156,8 +155,8 @@ def test_patch_names_only_the_keys_that_changed_and_an_unchanged_patch_logs_noth
     # then
     assert unchanged.status_code == 200 and cleared.json()["attributes"] == {}
     assert audit_rows(kb)[rows:] == [
-        (audit.DOCUMENT_ATTRIBUTES_UPDATED, "员工手册：地区、密级"),
-        (audit.DOCUMENT_ATTRIBUTES_UPDATED, "员工手册：公开、地区、密级、生效日期、部门"),
+        (AuditAction.DOCUMENT_ATTRIBUTES_UPDATED, "员工手册：地区、密级"),
+        (AuditAction.DOCUMENT_ATTRIBUTES_UPDATED, "员工手册：公开、地区、密级、生效日期、部门"),
     ]
 
 
@@ -174,13 +173,13 @@ def test_a_bad_patch_is_a_clear_400_and_changes_nothing(staff_api, kb, ready_doc
     response = staff_api.patch(detail_url(kb, ready_document), json.dumps(body), content_type="application/json")
     assert (response.status_code, response.json()["code"]) == (400, code)
     assert Document.objects.get(pk=ready_document.pk).attributes == {}
-    assert not AuditEntry.objects.filter(action=audit.DOCUMENT_ATTRIBUTES_UPDATED).exists()
+    assert not AuditEntry.objects.filter(action=AuditAction.DOCUMENT_ATTRIBUTES_UPDATED).exists()
 
 
 def test_a_patch_without_attributes_changes_nothing(staff_api, kb, ready_document):
     response = staff_api.patch(detail_url(kb, ready_document), {}, format="json")
     assert (response.status_code, response.json()["attributes"]) == (200, {})
-    assert not AuditEntry.objects.filter(action=audit.DOCUMENT_ATTRIBUTES_UPDATED).exists()
+    assert not AuditEntry.objects.filter(action=AuditAction.DOCUMENT_ATTRIBUTES_UPDATED).exists()
 
 
 def test_readers_see_the_attributes_but_may_not_change_them(member_api, staff_api, kb_with_active_version):
@@ -212,7 +211,7 @@ def test_the_document_page_edits_the_attributes_through_the_service(admin_client
     # then
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Document.objects.get(pk=ready_document.pk).attributes == HR
-    assert audit_rows(kb)[-1][0] == audit.DOCUMENT_ATTRIBUTES_UPDATED
+    assert audit_rows(kb)[-1][0] == AuditAction.DOCUMENT_ATTRIBUTES_UPDATED
     assert epoch_of(kb) == epoch + 1
     page = admin_client_logged_in.get(url).content.decode()
     assert "人力资源部" in page and "\\u" not in page.split('name="attributes"')[1][:400]
@@ -234,7 +233,7 @@ def test_the_document_page_says_what_is_wrong_in_words(admin_client_logged_in, k
     assert response.status_code == 200
     assert words in response.content.decode()
     assert Document.objects.get(pk=ready_document.pk).attributes == {}
-    assert not AuditEntry.objects.filter(action=audit.DOCUMENT_ATTRIBUTES_UPDATED).exists()
+    assert not AuditEntry.objects.filter(action=AuditAction.DOCUMENT_ATTRIBUTES_UPDATED).exists()
 
 
 def test_the_service_refuses_bad_attributes_whoever_calls_it(kb, ready_document, staff_user):
