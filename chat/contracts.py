@@ -146,6 +146,7 @@ class ChatOptions:
     enable_rerank: bool | None = None
     enable_parent_expansion: bool | None = None
     document_ids: tuple[int, ...] | None = None
+    enable_hyde: bool | None = None
 
 
 @dataclass(frozen=True)

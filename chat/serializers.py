@@ -60,6 +60,8 @@ class KnowledgeBaseIdsField(serializers.ListField):
 
 
 class ChatRequestInput(RetrievalOptionsInput):
+    COSTLY_FLAGS = (*RetrievalOptionsInput.COSTLY_FLAGS, "enable_hyde")
+
     # The conversation's knowledge base; with `knowledge_base_ids`, the first of those unless given.
     knowledge_base_id = serializers.CharField(max_length=64, required=False)
     knowledge_base_ids = KnowledgeBaseIdsField(
@@ -74,6 +76,11 @@ class ChatRequestInput(RetrievalOptionsInput):
     messages = UIMessagesField(child=serializers.JSONField(), required=False)
     trigger = serializers.CharField(required=False, allow_blank=True, max_length=50)
     messageId = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=100)  # noqa: N815
+    enable_hyde = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="Also search with a hypothetical answer written by the chat model (needs a generative "
+                  "provider); unset: the rules file's default.",
+    )
 
     def validate(self, data):
         if not data.get("knowledge_base_id"):
@@ -104,6 +111,7 @@ class ChatRequestInput(RetrievalOptionsInput):
         return {
             "enable_query_rewrite": defaults.enable_query_rewrite,
             "enable_rerank": defaults.enable_rerank_local if local else defaults.enable_rerank_remote,
+            "enable_hyde": False if local else defaults.enable_hyde_remote,
             "candidate_k": defaults.candidate_k,
         }
 
@@ -135,6 +143,7 @@ class ChatRequestInput(RetrievalOptionsInput):
                 enable_rerank=data.get("enable_rerank"),
                 enable_parent_expansion=data.get("enable_parent_expansion"),
                 document_ids=data.get("document_ids"),
+                enable_hyde=data.get("enable_hyde"),
             ),
         )
 

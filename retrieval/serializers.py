@@ -162,6 +162,26 @@ class KbScopeTraceOutput(serializers.Serializer):
     empty_reason = serializers.CharField(allow_blank=True)
 
 
+class HydeTraceOutput(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ran", "empty", "failed"])
+    ran = serializers.BooleanField(help_text="A hypothetical answer was written and searched with.")
+    model = serializers.CharField(allow_blank=True)
+    elapsed_ms = serializers.FloatField(help_text="The chat model's completion alone.")
+    hypothesis_chars = serializers.IntegerField(help_text="Length of the hypothetical answer (the text is not kept).")
+    embedded = serializers.CharField(help_text='What was embedded: "question+hypothesis".')
+    error = serializers.CharField(allow_blank=True)
+
+
+class DynamicTopKTraceOutput(serializers.Serializer):
+    kept = serializers.IntegerField()
+    max_k = serializers.IntegerField()
+    scored = serializers.IntegerField(help_text="Reranked candidates the cut looked at.")
+    cut_index = serializers.IntegerField(allow_null=True, help_text="0-based index of the first result dropped.")
+    score_before = serializers.FloatField(allow_null=True)
+    score_after = serializers.FloatField(allow_null=True)
+    cliff = serializers.CharField(allow_blank=True, help_text='"relative", "absolute" or "" (no cliff).')
+
+
 class RetrievalTraceOutput(serializers.Serializer):
     kb_id = serializers.IntegerField()
     embedding_model = serializers.CharField(allow_blank=True)
@@ -182,6 +202,10 @@ class RetrievalTraceOutput(serializers.Serializer):
     notes = serializers.ListField(child=serializers.CharField())
     knowledge_bases = KbScopeTraceOutput(
         many=True, required=False, help_text="Each knowledge base of a question over several, the asked one first."
+    )
+    hyde = HydeTraceOutput(allow_null=True, help_text="The HyDE channel; null when it was not asked for or unavailable.")
+    dynamic_top_k = DynamicTopKTraceOutput(
+        allow_null=True, help_text="The cut after rerank; null when the fixed top_k applied."
     )
 
 
