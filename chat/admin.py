@@ -370,6 +370,7 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
             "cache": cache,
             "cache_events": cache_event_rows(cache.get("events")),
             "degradations": [(code, labels.degradation_label(code)) for code in trace.degradations or []],
+            "retrieval_steps": labels.retrieval_step_rows(details.get("documents")),
             "insufficient_reason": labels.insufficient_reason_label(trace.insufficient_reason) if trace.insufficient_reason else "",
             "error": labels.error_label(trace.error_code) if trace.error_code else "",
             "details_json": pretty_json(details),

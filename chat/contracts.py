@@ -152,6 +152,7 @@ class ChatOptions:
     document_ids: tuple[int, ...] | None = None
     # Conditions on the documents' metadata (`retrieval.filters`), passed to document retrieval.
     filters: tuple[MetadataFilter, ...] = ()
+    enable_hyde: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -217,6 +217,21 @@ def _in_order(names: Iterable[str], known: Mapping[str, Any]) -> list[str]:
     return sorted((str(name) for name in names), key=lambda name: (order.get(name, len(order)), name))
 
 
+def retrieval_step_rows(documents: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """(code, words) of the optional retrieval steps a stored document trace records: HyDE and
+    dynamic top-k. A trace stored before they were recorded, or without them, gives none."""
+    if not isinstance(documents, Mapping):
+        return []
+    rows = []
+    hyde = documents.get("hyde")
+    if isinstance(hyde, Mapping):
+        rows.append((f"hyde:{hyde.get('status', '')}", retrieval_labels.hyde_label(hyde)))
+    dynamic = documents.get("dynamic_top_k")
+    if isinstance(dynamic, Mapping):
+        rows.append(("dynamic_top_k", retrieval_labels.dynamic_top_k_label(dynamic)))
+    return rows
+
+
 def signal_rows(signals: Mapping[str, Any] | None) -> list[dict[str, str]]:
     """(code, label, value) of each signal, in the order of the labels above, unknown ones last."""
     signals = signals or {}

@@ -62,6 +62,8 @@ class KnowledgeBaseIdsField(serializers.ListField):
 
 
 class ChatRequestInput(RetrievalOptionsInput):
+    COSTLY_FLAGS = (*RetrievalOptionsInput.COSTLY_FLAGS, "enable_hyde")
+
     # The conversation's knowledge base; with `knowledge_base_ids`, the first of those unless given.
     knowledge_base_id = serializers.CharField(max_length=64, required=False)
     knowledge_base_ids = KnowledgeBaseIdsField(
@@ -80,6 +82,11 @@ class ChatRequestInput(RetrievalOptionsInput):
         child=serializers.IntegerField(min_value=1), required=False, max_length=MAX_CHOSEN_ITEMS,
         help_text="The items chosen from a clarifying question (`clarify.choices[].item_id`): the question "
                   "is asked again about them.",
+    )
+    enable_hyde = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="Also search with a hypothetical answer written by the chat model (needs a generative "
+                  "provider); unset: the rules file's default.",
     )
 
     def validate(self, data):
@@ -111,6 +118,7 @@ class ChatRequestInput(RetrievalOptionsInput):
         return {
             "enable_query_rewrite": defaults.enable_query_rewrite,
             "enable_rerank": defaults.enable_rerank_local if local else defaults.enable_rerank_remote,
+            "enable_hyde": False if local else defaults.enable_hyde_remote,
             "candidate_k": defaults.candidate_k,
         }
 
@@ -144,6 +152,7 @@ class ChatRequestInput(RetrievalOptionsInput):
                 enable_parent_expansion=data.get("enable_parent_expansion"),
                 document_ids=data.get("document_ids"),
                 filters=data.get("filters") or (),
+                enable_hyde=data.get("enable_hyde"),
             ),
         )
 

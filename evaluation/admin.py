@@ -54,6 +54,8 @@ CONFIG_NAMES = {
     "rewrite": gettext_lazy("问题改写"),
     "rerank": gettext_lazy("重排"),
     "parent_expansion": gettext_lazy("父块扩展"),
+    "hyde": gettext_lazy("假设答案检索"),
+    "dynamic_top_k": gettext_lazy("动态返回条数"),
     "purpose": gettext_lazy("用途"),
     "version_id": gettext_lazy("版本 ID"),
     "limit": gettext_lazy("最多评测题数"),
@@ -62,8 +64,9 @@ CONFIG_NAMES = {
 FUSIONS = {"convex": gettext_lazy("加权融合"), "rrf": gettext_lazy("倒数排名融合")}
 # A run's configuration as `evaluation.runner.run_label` writes it: the mode, the fusion in
 # brackets, then each option switched on ("hybrid(convex)+rerank").
-RUN_LABEL = re.compile(r"(?P<mode>dense|sparse|hybrid)(?:\((?P<fusion>[a-z]+)\))?(?P<options>(?:\+(?:rewrite|rerank|parents))*)")
-RUN_OPTIONS = {"rewrite": gettext_lazy("问题改写"), "rerank": gettext_lazy("重排"), "parents": gettext_lazy("父块扩展")}
+RUN_LABEL = re.compile(r"(?P<mode>dense|sparse|hybrid)(?:\((?P<fusion>[a-z]+)\))?(?P<options>(?:\+(?:rewrite|rerank|parents|hyde|dynamic))*)")
+RUN_OPTIONS = {"rewrite": gettext_lazy("问题改写"), "rerank": gettext_lazy("重排"), "parents": gettext_lazy("父块扩展"),
+               "hyde": gettext_lazy("假设答案检索"), "dynamic": gettext_lazy("动态返回条数")}
 # The label `evaluation.answers` gives a run of the whole answering pipeline.
 ANSWERS_LABEL = "rag"
 # A citation marker in an answer, shown as "[来源 N]" in the per-question rows.

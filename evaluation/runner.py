@@ -16,6 +16,7 @@ from knowledge.documents import services as document_services
 from knowledge.models import Document, DocumentStatus, KnowledgeBase, KnowledgeBaseVersion
 from retrieval.contracts import MetadataFilter, RetrievalRequest
 from retrieval.factory import build_retrieval_service
+from retrieval.service import HYDE_PROMPT
 
 from . import services
 from .bm25 import BM25
@@ -88,6 +89,8 @@ def evaluate_mode(
     enable_rewrite: bool = False,
     enable_rerank: bool = False,
     enable_parent_expansion: bool = False,
+    enable_hyde: bool = False,
+    dynamic_top_k: bool = False,
     candidate_k: int = 30,
     fusion: str | None = None,
     limit: int | None = None,
@@ -109,9 +112,10 @@ def evaluate_mode(
         cases = cases[:limit]
     top_k = max(k, 10)
     label = run_label(mode=mode, fusion=fusion, rewrite=enable_rewrite, rerank=enable_rerank,
-                      parent_expansion=enable_parent_expansion)
+                      parent_expansion=enable_parent_expansion, hyde=enable_hyde, dynamic=dynamic_top_k)
     config = {"mode": mode, "k": k, "top_k": top_k, "candidate_k": max(candidate_k, top_k), "fusion": fusion,
               "rewrite": enable_rewrite, "rerank": enable_rerank, "parent_expansion": enable_parent_expansion,
+              "hyde": enable_hyde, "dynamic_top_k": dynamic_top_k,
               "purpose": purpose, "version_id": version.pk if version else None,
               **({"filters": [f.as_dict() for f in filters]} if filters else {})}
     run = services.start_run(eval_set=eval_set, label=label, knowledge_base=kb, version=version or kb.active_version,
@@ -123,6 +127,9 @@ def evaluate_mode(
         degradations = 0
         notes: set[str] = set()
         fusions: set[str] = set()
+        # Dynamic top-k, per question it applied to: results kept, and whether a cliff cut them.
+        kept: list[int] = []
+        cliffs = 0
         for case in cases:
             started = time.perf_counter()
             response = service.retrieve(
@@ -130,6 +137,7 @@ def evaluate_mode(
                     kb_id=kb.pk, question=case.question, top_k=top_k, mode=mode,
                     candidate_k=max(candidate_k, top_k), enable_query_rewrite=enable_rewrite,
                     enable_rerank=enable_rerank, enable_parent_expansion=enable_parent_expansion,
+                    enable_hyde=enable_hyde, dynamic_top_k=dynamic_top_k,
                     use_cache=False, fusion=fusion, version_id=version.pk if version else None,
                     filters=tuple(filters),
                 )
@@ -140,6 +148,12 @@ def evaluate_mode(
                 fusions.add(response.trace.fusion)
             for timing in response.trace.stage_timings:
                 stages.setdefault(timing.stage, []).append(timing.elapsed_ms)
+            if response.trace.hyde is not None:
+                # The model's completion alone; its channel's timing adds embedding and search.
+                stages.setdefault("hyde_generation", []).append(response.trace.hyde.elapsed_ms)
+            if response.trace.dynamic_top_k is not None:
+                kept.append(response.trace.dynamic_top_k.kept)
+                cliffs += response.trace.dynamic_top_k.cut_index is not None
             latencies.append(elapsed)
             usage.add(service=service, kb=kb, question=case.question, response=response)
             if progress is not None:
@@ -158,7 +172,7 @@ def evaluate_mode(
                 ][:top_k],
                 gold_rank=first_rank(ranked, relevant),
                 metrics=summarize([(ranked, relevant)], k=k),
-                details={"degradations": list(response.trace.degradations)},
+                details={"degradations": list(response.trace.degradations), **case_steps(response.trace)},
             ))
         metrics = summarize(rankings, k=k)
         latency = {
@@ -183,30 +197,55 @@ def evaluate_mode(
         "degraded_queries": degradations,
         "usage": spent,
         **({"filters": [f.as_dict() for f in filters]} if filters else {}),
+        "dynamic_top_k": {
+            "questions": len(kept), "mean_kept": round(sum(kept) / len(kept), 2),
+            "cut_at_a_cliff": cliffs,
+        } if kept else None,
     }
+
+
+def case_steps(trace) -> dict:
+    """The optional steps one question ran (HyDE, dynamic top-k), as its row stores them."""
+    steps = {}
+    if trace.hyde is not None:
+        steps["hyde"] = trace.hyde.as_dict()
+    if trace.dynamic_top_k is not None:
+        steps["dynamic_top_k"] = trace.dynamic_top_k.as_dict()
+    return steps
 
 
 @dataclass
 class Usage:
     """Model calls and their tokens over a run, priced from RAG_MODEL_PRICES (per 1,000 tokens,
     in the provider's currency); local models cost nothing. Counted from each trace: a query
-    embedding per dense channel, one rewrite or HyDE generation when it ran, one rerank call
-    over the reranked candidates."""
+    embedding per dense channel, one rewrite or HyDE generation when it was called (a failed
+    call costs too), one rerank call over the reranked candidates. A HyDE generation is charged
+    its real prompt and, as output, one token per character of the hypothetical answer (the
+    trace keeps its length, not its text; Qwen's tokenizer took 1.3–1.9 characters per token on
+    the demo's Chinese, so this errs high); its embedding, the question and that answer."""
 
     calls: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
     cost: float = 0.0
+    # The same cost by kind of call: a row's HyDE spend apart from its rerank estimate, which
+    # moves with the passages each configuration returns.
+    costs: dict[str, float] = field(default_factory=dict)
 
     def add(self, *, service, kb: KnowledgeBase, question: str, response) -> None:
         trace = response.trace
         question_tokens = count_tokens(question)
         variants = {label: text for label, text in zip(("original", "rewrite"), trace.query_variants)}
+        hyde = trace.hyde
+        if hyde is not None:
+            self._charge(hyde.model, "hyde", count_tokens(HYDE_PROMPT.format(question=question)),
+                         hyde.hypothesis_chars)
         for timing in trace.stage_timings:
-            if timing.stage.startswith("channel:dense:"):
+            if timing.stage == "channel:dense:hyde":
+                chars = hyde.hypothesis_chars if hyde is not None else 0
+                self._charge(kb.embedding_model, "embedding", question_tokens + chars, 0)
+            elif timing.stage.startswith("channel:dense:"):
                 label = timing.stage.removeprefix("channel:dense:")
                 self._charge(kb.embedding_model, "embedding", count_tokens(variants.get(label, question)), 0)
-            if timing.stage == "channel:dense:hyde" and service.hyde_model is not None:
-                self._charge(service.hyde_model.name, "hyde", question_tokens + PROMPT_TOKENS, ANSWER_TOKENS)
             if timing.stage == "rewrite" and service.rewriter.name != "none":
                 self._charge(service.rewriter.name, "rewrite", question_tokens + PROMPT_TOKENS, question_tokens)
         reranked = trace.candidate_counts.get("reranked", 0)
@@ -217,8 +256,12 @@ class Usage:
     def _charge(self, model: str, kind: str, tokens_in: int, tokens_out: int) -> None:
         self.calls[kind] = self.calls.get(kind, 0) + 1
         self.tokens[kind] = self.tokens.get(kind, 0) + tokens_in + tokens_out
-        price = (settings.RAG_MODEL_PRICES or {}).get(model) or {}
-        self.cost += tokens_in / 1000 * float(price.get("input", 0.0)) + tokens_out / 1000 * float(price.get("output", 0.0))
+        prices = settings.RAG_MODEL_PRICES or {}
+        # Remote adapters name themselves "provider:model"; price lists name the model.
+        price = prices.get(model) or prices.get(model.partition(":")[2]) or {}
+        cost = tokens_in / 1000 * float(price.get("input", 0.0)) + tokens_out / 1000 * float(price.get("output", 0.0))
+        self.cost += cost
+        self.costs[kind] = self.costs.get(kind, 0.0) + cost
 
     def per_thousand(self, questions: int) -> dict:
         scale = 1000 / questions if questions else 0.0
@@ -226,12 +269,12 @@ class Usage:
             "calls_per_1000": {kind: round(n * scale, 1) for kind, n in sorted(self.calls.items())},
             "tokens_per_1000": {kind: round(n * scale) for kind, n in sorted(self.tokens.items())},
             "cost_per_1000": round(self.cost * scale, 4),
+            "cost_per_1000_by_kind": {kind: round(c * scale, 4) for kind, c in sorted(self.costs.items())},
         }
 
 
-# Rough sizes of a rewrite / HyDE prompt's fixed part and of a generated passage, in tokens.
+# Rough size of a rewrite prompt's fixed part, in tokens.
 PROMPT_TOKENS = 120
-ANSWER_TOKENS = 150
 
 
 # dense, sparse, hybrid with every stage, then hybrid without one stage at a time, and with
@@ -244,7 +287,25 @@ ABLATION = (
     ("hybrid − rerank", {"mode": "hybrid", "enable_rewrite": True, "enable_rerank": False}),
     ("hybrid + parent expansion", {"mode": "hybrid", "enable_rewrite": True, "enable_rerank": True,
                                    "enable_parent_expansion": True}),
+    # One more dense list from a hypothetical answer (needs a generative chat model).
+    ("hybrid + HyDE", {"mode": "hybrid", "enable_rewrite": True, "enable_rerank": True, "enable_hyde": True}),
+    # The reranked list cut at its first score cliff (at most 10) instead of the fixed top-k.
+    ("hybrid + dynamic top-k", {"mode": "hybrid", "enable_rewrite": True, "enable_rerank": True,
+                                "dynamic_top_k": True}),
 )
+
+
+def unavailable(*, kb: KnowledgeBase, config: dict) -> str:
+    """Why this deployment cannot measure `config` on `kb` ("" when it can): a row that would
+    only repeat another one under a different name is skipped and says why."""
+    if not (config.get("enable_hyde") or config.get("dynamic_top_k")):
+        return ""
+    service = build_retrieval_service(kb)
+    if config.get("enable_hyde") and service.hyde_model is None:
+        return "no generative chat model (RAG_PROVIDER=local, or RAG_CHAT_MODEL unset): HyDE cannot run"
+    if config.get("dynamic_top_k") and service.reranker is None:
+        return "no reranker (RAG_PROVIDER=local without RAG_RERANK_MODEL=local-lexical): dynamic top-k cuts rerank scores"
+    return ""
 
 
 def retrieval_cases(eval_set: EvalSet) -> list[EvalCase]:
@@ -255,9 +316,10 @@ def retrieval_cases(eval_set: EvalSet) -> list[EvalCase]:
     ]
 
 
-def run_label(*, mode: str, fusion: str | None, rewrite: bool, rerank: bool, parent_expansion: bool = False) -> str:
+def run_label(*, mode: str, fusion: str | None, rewrite: bool, rerank: bool, parent_expansion: bool = False,
+              hyde: bool = False, dynamic: bool = False) -> str:
     return (mode + (f"({fusion})" if fusion else "") + ("+rewrite" if rewrite else "") + ("+rerank" if rerank else "")
-            + ("+parents" if parent_expansion else ""))
+            + ("+parents" if parent_expansion else "") + ("+hyde" if hyde else "") + ("+dynamic" if dynamic else ""))
 
 
 def document_keys(*, kb: KnowledgeBase) -> dict[int, tuple[str, ...]]:

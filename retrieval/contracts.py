@@ -273,6 +273,45 @@ class KbScopeTrace:
 
 
 @dataclass(frozen=True)
+class HydeTrace:
+    """The HyDE channel of one retrieval: what the chat model wrote and how long it took. The
+    text itself is not kept (it is the model's, not the knowledge base's), only its length;
+    what was embedded is the question and that text together (`embedded`)."""
+
+    status: Literal["ran", "empty", "failed"]
+    model: str
+    elapsed_ms: float  # the model's completion alone (the channel's timing adds embedding and search)
+    hypothesis_chars: int = 0
+    embedded: str = "question+hypothesis"
+    error: str = ""  # the provider error's stable code when status is "failed"
+
+    @property
+    def ran(self) -> bool:
+        return self.status == "ran"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ran": self.ran}
+
+
+@dataclass(frozen=True)
+class DynamicTopKTrace:
+    """Dynamic top-k after rerank (`retrieval.dynamic_topk`): how many results were kept out of
+    at most `max_k`, and where the scores fell off a cliff (`cut_index` is the first result
+    dropped, 0-based; None when there was no cliff within `max_k`)."""
+
+    kept: int
+    max_k: int
+    scored: int  # reranked candidates the cut looked at
+    cut_index: int | None = None
+    score_before: float | None = None
+    score_after: float | None = None
+    cliff: str = ""  # "relative" (> 25 % of the previous score), "absolute" (> 0.5) or ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class RetrievalTrace:
     kb_id: int
     version: int | None
@@ -298,6 +337,8 @@ class RetrievalTrace:
     filters: tuple[MetadataFilter, ...] = ()
     filter_admitted_count: int = 0
     filter_ready_count: int = 0
+    hyde: HydeTrace | None = None  # None: HyDE was not asked for, or could not be (see notes)
+    dynamic_top_k: DynamicTopKTrace | None = None  # None: the fixed top_k applied
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -321,6 +362,8 @@ class RetrievalTrace:
             "empty_reason": self.empty_reason,
             "total_ms": self.total_ms,
             "notes": list(self.notes),
+            "hyde": self.hyde.as_dict() if self.hyde else None,
+            "dynamic_top_k": self.dynamic_top_k.as_dict() if self.dynamic_top_k else None,
         }
 
 

@@ -39,11 +39,11 @@ class HitTestForm(forms.Form):
     )
     enable_hyde = forms.BooleanField(
         label=_("假设答案检索"), required=False,
-        help_text=_("先让模型写一个假设的答案，再按它的意思检索。"),
+        help_text=_("先让模型写一个假设的答案，与问题一起向量化后检索，结果与其他通道融合（需要能写出文字的模型）。"),
     )
     dynamic_top_k = forms.BooleanField(
         label=_("动态返回条数"), required=False,
-        help_text=_("按重排分数的明显落差自动减少返回条数（需要重排）。"),
+        help_text=_("按重排分数的明显落差（比上一条下降超过 25% 或 0.5）决定返回条数，最多 10 条，不受返回条数限制（需要重排）。"),
     )
     enable_web_search = forms.BooleanField(
         label=_("网络搜索"), required=False,

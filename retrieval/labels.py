@@ -182,6 +182,47 @@ def fusion_label(fusion: str) -> str:
     return fusion
 
 
+# How far the scores fell where dynamic top-k cut them (`DynamicTopKTrace.cliff`).
+CLIFFS = {
+    "relative": gettext_lazy("比上一条下降超过 25%"),
+    "absolute": gettext_lazy("比上一条下降超过 0.5"),
+}
+
+
+def hyde_label(hyde: Mapping[str, Any]) -> str:
+    """A HyDE trace (`HydeTrace.as_dict()`, as returned or as stored) in a sentence: whether it
+    ran, with which model, how long the model took and how long its text was."""
+    values = {"model": hyde.get("model") or "—", "ms": hyde.get("elapsed_ms", "—"),
+              "chars": hyde.get("hypothesis_chars", 0)}
+    status = hyde.get("status")
+    if status == "ran":
+        return _("已使用假设答案检索：模型 %(model)s 用时 %(ms)s 毫秒写出 %(chars)s 字，与原问题一起向量化") % values
+    if status == "empty":
+        return _("模型 %(model)s 未写出假设答案（用时 %(ms)s 毫秒），只用原问题检索") % values
+    if status == "failed":
+        return _("假设答案检索失败（模型 %(model)s，用时 %(ms)s 毫秒），已使用原问题的检索结果") % values
+    return str(status or "—")
+
+
+def dynamic_top_k_label(dynamic: Mapping[str, Any]) -> str:
+    """A dynamic top-k trace (`DynamicTopKTrace.as_dict()`) in a sentence: how many results were
+    kept of at most how many, and where and why the scores were cut."""
+    values = {"kept": dynamic.get("kept"), "max": dynamic.get("max_k")}
+    index = dynamic.get("cut_index")
+    if not isinstance(index, int):
+        return _("动态返回条数：保留 %(kept)s 条（最多 %(max)s 条），重排分没有明显落差") % values
+    cliff = dynamic.get("cliff") or ""
+    return _(
+        "动态返回条数：保留 %(kept)s 条（最多 %(max)s 条），从第 %(position)s 条起截断："
+        "重排分 %(before)s → %(after)s，%(reason)s"
+    ) % {**values, "position": index + 1, "before": _score(dynamic.get("score_before")),
+         "after": _score(dynamic.get("score_after")), "reason": str(CLIFFS.get(cliff, cliff))}
+
+
+def _score(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, int | float) else "—"
+
+
 def degradation_label(code: str, labels: Mapping[str, Any] | None = None) -> str:
     """"sparse_failed:original" → "关键词检索失败（原问题）"; `labels` adds a caller's own codes."""
     base, _sep, variant = code.partition(":")
@@ -275,6 +316,8 @@ def describe_trace(trace: RetrievalTrace) -> dict[str, Any]:
         "stages": [(stage_label(t.stage), t.stage, t.elapsed_ms) for t in trace.stage_timings],
         "notes": [(note_label(note), note) for note in trace.notes],
         "counts": [(count_label(name), name, count) for name, count in trace.candidate_counts.items()],
+        "hyde": hyde_label(trace.hyde.as_dict()) if trace.hyde else "",
+        "dynamic_top_k": dynamic_top_k_label(trace.dynamic_top_k.as_dict()) if trace.dynamic_top_k else "",
         "cache_events": [
             (cache_event_label(e.stage, e.hit, e.source_type), cache_event_code(e.stage, e.hit, e.source_type), e.hit)
             for e in trace.cache.events

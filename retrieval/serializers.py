@@ -218,6 +218,26 @@ class MetadataFilterOutput(serializers.Serializer):
     lte = serializers.JSONField(required=False)
 
 
+class HydeTraceOutput(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ran", "empty", "failed"])
+    ran = serializers.BooleanField(help_text="A hypothetical answer was written and searched with.")
+    model = serializers.CharField(allow_blank=True)
+    elapsed_ms = serializers.FloatField(help_text="The chat model's completion alone.")
+    hypothesis_chars = serializers.IntegerField(help_text="Length of the hypothetical answer (the text is not kept).")
+    embedded = serializers.CharField(help_text='What was embedded: "question+hypothesis".')
+    error = serializers.CharField(allow_blank=True)
+
+
+class DynamicTopKTraceOutput(serializers.Serializer):
+    kept = serializers.IntegerField()
+    max_k = serializers.IntegerField()
+    scored = serializers.IntegerField(help_text="Reranked candidates the cut looked at.")
+    cut_index = serializers.IntegerField(allow_null=True, help_text="0-based index of the first result dropped.")
+    score_before = serializers.FloatField(allow_null=True)
+    score_after = serializers.FloatField(allow_null=True)
+    cliff = serializers.CharField(allow_blank=True, help_text='"relative", "absolute" or "" (no cliff).')
+
+
 class RetrievalTraceOutput(serializers.Serializer):
     kb_id = serializers.IntegerField()
     embedding_model = serializers.CharField(allow_blank=True)
@@ -244,6 +264,10 @@ class RetrievalTraceOutput(serializers.Serializer):
         required=False, help_text="With filters: the READY documents they admitted (what was searched)."
     )
     filter_ready_count = serializers.IntegerField(required=False, help_text="With filters: the READY documents before them.")
+    hyde = HydeTraceOutput(allow_null=True, help_text="The HyDE channel; null when it was not asked for or unavailable.")
+    dynamic_top_k = DynamicTopKTraceOutput(
+        allow_null=True, help_text="The cut after rerank; null when the fixed top_k applied."
+    )
 
 
 class ExplainOutput(serializers.Serializer):

@@ -11,6 +11,7 @@ top-k (optionally dynamic) → optional Small2Big → assets. Failure semantics:
 | one channel          | the others continue, channel error + degradation |
 | all channels         | `AllChannelsFailed`                               |
 | rerank               | fusion order kept, `rerank_failed`                |
+| HyDE generation      | the question's channels answer, `hyde_failed`     |
 | parent expansion     | the hit alone, `parent_expansion_failed`          |
 | web search           | the KB's results alone, `web_search_failed`       |
 | cancellation         | `RetrievalCancelled` propagates, not a degradation|
@@ -55,7 +56,9 @@ from .contracts import (
     CacheEvent,
     CacheSummary,
     ChannelError,
+    DynamicTopKTrace,
     FactsUnavailable,
+    HydeTrace,
     NO_ACTIVE_VERSION,
     NO_DOCUMENT_MATCHES_FILTERS,
     KbScopeTrace,
@@ -66,7 +69,7 @@ from .contracts import (
     RetrievalTrace,
     StageTiming,
 )
-from .dynamic_topk import cut_at_cliff
+from .dynamic_topk import MAX_KEPT, find_cliff
 from .fusion import (
     DEFAULT_DENSE_WEIGHT,
     FusedHit,
@@ -93,6 +96,13 @@ HYDE_PROMPT = (
 )
 
 
+def hyde_text(question: str, hypothesis: str) -> str:
+    """What the HyDE channel embeds: the question, then the hypothetical answer. The question
+    keeps the vector anchored to what was asked when the model's guess drifts (a wrong product,
+    an invented figure); the guess adds the words an answer is written in."""
+    return f"{question}\n{hypothesis}"
+
+
 @dataclass
 class _Run:
     """Mutable bookkeeping of one retrieval; frozen into the trace at the end."""
@@ -105,6 +115,9 @@ class _Run:
     notes: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     fusion: str = ""
+    # Written by the HyDE channel's own thread only, read after every channel has finished.
+    hyde: HydeTrace | None = None
+    dynamic_top_k: DynamicTopKTrace | None = None
 
     def timed(self, stage: str, started: float) -> None:
         self.timings.append(StageTiming(stage, round((time.perf_counter() - started) * 1000, 2)))
@@ -481,6 +494,9 @@ class RetrievalService:
                 run.errors.append(ChannelError(name, getattr(exc, "code", "error"), _channel_message(name)))
                 if name == "dense:hyde":
                     run.degradations.append("hyde_failed")
+                    if run.hyde is not None and run.hyde.status != "failed":
+                        # Written, then its embedding or search failed: the channel still failed.
+                        run.hyde = replace(run.hyde, status="failed", error=getattr(exc, "code", "error"))
                 else:
                     run.degradations.append(f"{name.split(':')[0]}_failed:{name.split(':')[1]}")
                 continue
@@ -517,14 +533,29 @@ class RetrievalService:
         return job
 
     def _hyde_job(self, request, documents: _Filters, run: _Run):
+        model_name = getattr(self.hyde_model, "name", "")
+
         def job() -> list[RankedHit]:
-            hypothetical = self.hyde_model.complete(
-                [ChatMessage("user", HYDE_PROMPT.format(question=request.question))],
-                max_tokens=200, temperature=0.3,
-            ).strip()
+            started = time.perf_counter()
+            try:
+                hypothetical = self.hyde_model.complete(
+                    [ChatMessage("user", HYDE_PROMPT.format(question=request.question))],
+                    max_tokens=200, temperature=0.3,
+                ).strip()
+            except ProviderError as exc:
+                # Recorded here, where the model call's own time is known; the channel's
+                # failure (degradation, channel error) is handled with the others in _recall.
+                run.hyde = HydeTrace(status="failed", model=model_name, elapsed_ms=_ms_since(started),
+                                     error=exc.code)
+                raise
+            elapsed = _ms_since(started)
             if not hypothetical:
+                run.hyde = HydeTrace(status="empty", model=model_name, elapsed_ms=elapsed)
                 return []
-            vector = self.embedder.embed_query(f"{request.question}\n{hypothetical}")
+            run.hyde = HydeTrace(status="ran", model=model_name, elapsed_ms=elapsed,
+                                 hypothesis_chars=len(hypothetical))
+            # Not through the query-embedding cache: a sampled guess is rarely asked twice.
+            vector = self._query_vector(hyde_text(request.question, hypothetical), run, use_cache=False)
             hits = self.store.search_dense(
                 kb_id=documents.first.kb_id, vector=vector, limit=request.candidate_k,
                 documents=documents.first.documents, also=documents.also,
@@ -570,15 +601,24 @@ class RetrievalService:
         return reordered
 
     def _cut(self, request, ranked, run: _Run):
-        if request.dynamic_top_k and (not request.enable_rerank or self.reranker is None):
+        reranked = request.enable_rerank and self.reranker is not None
+        if request.dynamic_top_k and not reranked:
             # Cliffs are only meaningful on comparable rerank scores: fused scores are rank-based.
             run.notes.append("dynamic_top_k_needs_rerank")
-        if request.dynamic_top_k and request.enable_rerank and self.reranker is not None:
-            scores = [r for _, _, r in ranked if r is not None]
-            keep = cut_at_cliff(scores, max_k=request.top_k) if scores else request.top_k
-            if keep < min(request.top_k, len(ranked)):
-                run.notes.append(f"dynamic_top_k:{keep}")
-            return ranked[:keep]
+        scores = [r for _, _, r in ranked if r is not None]
+        if request.dynamic_top_k and reranked and scores:
+            # The cut decides the count, up to MAX_KEPT, instead of top_k. Without scores (the
+            # rerank failed) the fixed top_k applies to the fusion order.
+            cliff = find_cliff(scores, max_k=MAX_KEPT)
+            run.dynamic_top_k = DynamicTopKTrace(
+                kept=cliff.kept, max_k=MAX_KEPT, scored=len(scores), cut_index=cliff.index,
+                score_before=None if cliff.before is None else round(cliff.before, 6),
+                score_after=None if cliff.after is None else round(cliff.after, 6),
+                cliff=cliff.kind or "",
+            )
+            if cliff.index is not None:
+                run.notes.append(f"dynamic_top_k:{cliff.kept}")
+            return ranked[: cliff.kept]
         return ranked[: request.top_k]
 
     def _build_results(self, request, ranked, rows: dict[int, ChunkRow], run: _Run) -> tuple[RetrievalResult, ...]:
@@ -679,6 +719,8 @@ class RetrievalService:
             filters=request.filters,
             filter_admitted_count=len(scope.ready_ids) if request.filters else 0,
             filter_ready_count=scope.before_filters,
+            hyde=run.hyde,
+            dynamic_top_k=run.dynamic_top_k,
         )
         return RetrievalResponse(results=tuple(results), trace=trace)
 
@@ -692,12 +734,18 @@ def _normalise(text: str) -> str:
     return "".join(text.split()).lower()
 
 
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
 def _valid_rerank(scores, count: int) -> bool:
     indexes = [s.index for s in scores]
     return bool(scores) and all(0 <= i < count for i in indexes) and len(set(indexes)) == len(indexes)
 
 
 def _channel_message(name: str) -> str:
+    if name == "dense:hyde":
+        return _("假设答案生成或检索失败，已使用问题本身的检索结果。")
     kind = name.split(":")[0]
     return {
         "dense": _("向量检索通道失败，已使用其他通道的结果。"),

@@ -53,6 +53,8 @@ class RetrievalPlan:
     min_context_score: float
     faq_direct_threshold: float
     filters: tuple[MetadataFilter, ...] = ()  # the question's metadata filters, for document retrieval
+    enable_hyde: bool = False
+    dynamic_top_k: bool = False  # cut the reranked results at a score cliff (only with rerank)
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -162,6 +164,7 @@ def build_plan(
     if prefer_table:
         threshold += rules.faq.table_penalty
     top_k = options.top_k or defaults.top_k
+    enable_rerank = _choose(options.enable_rerank, rerank_default)
     return RetrievalPlan(
         faq_top_k=rules.faq.top_k,
         faq_candidate_k=rules.faq.candidate_k,
@@ -169,13 +172,17 @@ def build_plan(
         candidate_k=max(options.candidate_k or defaults.candidate_k, top_k),
         mode=options.mode or defaults.mode,
         enable_query_rewrite=_choose(options.enable_query_rewrite, defaults.enable_query_rewrite),
-        enable_rerank=_choose(options.enable_rerank, rerank_default),
+        enable_rerank=enable_rerank,
         enable_parent_expansion=_choose(options.enable_parent_expansion, defaults.enable_parent_expansion),
         document_ids=options.document_ids,
         prefer_table=prefer_table,
         min_context_score=rules.context.min_context_score,
         faq_direct_threshold=round(min(threshold, 1.0), 4),
         filters=options.filters,
+        # The local provider's extractive model cannot write a hypothetical answer: never by
+        # default there (asked for anyway, retrieval notes it as unavailable).
+        enable_hyde=_choose(options.enable_hyde, False if local else defaults.enable_hyde_remote),
+        dynamic_top_k=enable_rerank and defaults.dynamic_top_k_after_rerank,
     )
 
 

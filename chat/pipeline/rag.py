@@ -666,6 +666,8 @@ def _retrieval_request(turn: TurnState, prepared: Preparation) -> RetrievalReque
         enable_query_rewrite=plan.enable_query_rewrite,
         enable_rerank=plan.enable_rerank,
         enable_parent_expansion=plan.enable_parent_expansion,
+        enable_hyde=plan.enable_hyde,
+        dynamic_top_k=plan.dynamic_top_k,
         document_ids=plan.document_ids,
         context_variants=tuple(prepared.variants[1:]),
         filters=plan.filters,

@@ -72,6 +72,9 @@ class RetrievalDefaults:
     enable_parent_expansion: bool
     enable_rerank_local: bool
     enable_rerank_remote: bool
+    # Defaults for rules files written before these settings existed.
+    enable_hyde_remote: bool = False
+    dynamic_top_k_after_rerank: bool = True
 
 
 @dataclass(frozen=True)

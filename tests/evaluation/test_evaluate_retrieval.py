@@ -229,11 +229,12 @@ def test_the_ablation_switches_each_stage_off_for_real_and_prices_the_calls(
     out = io.StringIO()
     call_command("evaluate_retrieval", "--dataset", str(dataset), "--kb", "eval", "--ablation", stdout=out)
 
-    # then: each configuration called exactly the stages it names, three questions each
+    # then: each configuration called exactly the stages it names, three questions each; HyDE
+    # is skipped without a generative chat model (the local provider), and says so
     runs = {run.label: run for run in EvalRun.objects.order_by("id")[1:]}
     assert list(runs) == ["dense", "sparse", "hybrid+rewrite+rerank", "hybrid+rerank", "hybrid+rewrite",
-                          "hybrid+rewrite+rerank+parents"]
-    assert [calls_by_run[run.pk] for run in runs.values()] == [(0, 0), (0, 0), (3, 3), (0, 3), (3, 0), (3, 3)]
+                          "hybrid+rewrite+rerank+parents", "hybrid+rewrite+rerank+dynamic"]
+    assert [calls_by_run[run.pk] for run in runs.values()] == [(0, 0), (0, 0), (3, 3), (0, 3), (3, 0), (3, 3), (3, 3)]
     assert not any(s.startswith("channel:sparse") for s in runs["dense"].latency_ms["stages"])
     assert not any(s.startswith("channel:dense") for s in runs["sparse"].latency_ms["stages"])
     assert runs["hybrid+rewrite"].usage["calls_per_1000"]["rewrite"] == 1000.0
@@ -242,6 +243,8 @@ def test_the_ablation_switches_each_stage_off_for_real_and_prices_the_calls(
     assert runs["dense"].usage["cost_per_1000"] == 0.0  # the local embedder has no price
     report = out.getvalue()
     assert "hybrid − rewrite" in report and "hybrid + parent expansion" in report and "stage p50/p95 ms" in report
+    assert "hybrid + HyDE                      skipped: no generative chat model" in report
+    assert "hybrid + dynamic top-k: kept " in report
 
 
 @pytest.mark.django_db(transaction=True)

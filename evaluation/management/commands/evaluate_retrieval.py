@@ -21,7 +21,15 @@ from ...datasets import DatasetError, load_dataset
 from ...importers import read_shared_dataset
 from ...models import EvalSet
 from ...progress import terminal_progress
-from ...runner import ABLATION, build_knowledge_base, evaluate_bm25_baseline, evaluate_mode, retrieval_cases, run_label
+from ...runner import (
+    ABLATION,
+    build_knowledge_base,
+    evaluate_bm25_baseline,
+    evaluate_mode,
+    retrieval_cases,
+    run_label,
+    unavailable,
+)
 from ...selectors import eval_set_named
 from ...services import import_eval_set
 from ._filters import filters_option
@@ -49,7 +57,8 @@ class Command(BaseCommand):
                             "model (default RAG_EMBEDDING_MODEL), e.g. local-hash-lexical-v1")
         parser.add_argument("--embedding-dimension", type=int, help="for a remote --embedding-model")
         parser.add_argument("--ablation", action="store_true",
-                            help="dense, sparse, hybrid, hybrid − rewrite, hybrid − rerank, hybrid + parent expansion "
+                            help="dense, sparse, hybrid, hybrid − rewrite, hybrid − rerank, hybrid + parent expansion, "
+                            "hybrid + HyDE (with a generative chat model), hybrid + dynamic top-k (with a reranker) "
                             "(instead of --mode / --rewrite / --rerank)")
         parser.add_argument("--output", help="write the report as JSON to this file")
         parser.add_argument("--filter", action="append", default=[], metavar="JSON",
@@ -106,6 +115,11 @@ class Command(BaseCommand):
 
         runs = []
         for name, config in self._configurations(options):
+            reason = unavailable(kb=kb, config=config)
+            if reason:
+                # Said in the report rather than measured under a name it does not deserve.
+                runs.append({"name": name, "skipped": reason})
+                continue
             try:
                 run = evaluate_mode(
                     kb=kb, eval_set=eval_set, k=options["k"], candidate_k=options["candidate_k"], limit=options["limit"],
@@ -163,8 +177,12 @@ class Command(BaseCommand):
         self.stdout.write(f"{report['dataset']}: {report['queries']} queries, {corpus}"
                           f"{report['embedding_model']}, {report['text_analysis']}")
         self.stdout.write(header)
+        measured = [run for run in report["runs"] if "skipped" not in run]
         for run in [*report["runs"], *([report["baseline"]] if report["baseline"] else [])]:
             name = run.get("name") or run["mode"]
+            if "skipped" in run:
+                self.stdout.write(f"{name:<34} skipped: {run['skipped']}")
+                continue
             # Fusion and notes go last, so the columns stay aligned.
             extra = " ".join(filter(None, [run.get("fusion") or "", ",".join(run.get("notes") or [])]))
             m = run["metrics"]
@@ -176,12 +194,28 @@ class Command(BaseCommand):
                 f"{calls if calls is not None else '—':>9} {usage.get('cost_per_1000', '—'):>8}"
                 + (f"  run #{run['run_id']}" if run.get("run_id") else "") + (f"  {extra}" if extra else "")
             )
-        stages = sorted({stage for run in report["runs"] for stage in run["latency_ms"].get("stages", {})})
+        stages = sorted({stage for run in measured for stage in run["latency_ms"].get("stages", {})})
         if stages:
             self.stdout.write("")
             self.stdout.write(f"{'stage p50/p95 ms':<34} " + " ".join(f"{stage[:16]:>17}" for stage in stages))
-            for run in report["runs"]:
+            for run in measured:
                 timings = run["latency_ms"]["stages"]
                 cells = [f"{timings[s]['p50']:.1f}/{timings[s]['p95']:.1f}" if s in timings else "—" for s in stages]
                 self.stdout.write(f"{run.get('name', run['mode']):<34} " + " ".join(f"{c:>17}" for c in cells))
 
+        # What the model calls of each run cost: calls and tokens per 1,000 questions, by kind.
+        priced = [run for run in measured if (run.get("usage") or {}).get("calls_per_1000")]
+        if priced:
+            self.stdout.write("")
+            self.stdout.write(f"{'model use per 1,000 questions':<34} calls / tokens / cost by kind")
+            for run in priced:
+                usage = run["usage"]
+                costs = usage.get("cost_per_1000_by_kind") or {}
+                cells = [f"{kind} {calls:g} / {usage['tokens_per_1000'].get(kind, 0)} / {costs.get(kind, 0.0):g}"
+                         for kind, calls in usage["calls_per_1000"].items()]
+                self.stdout.write(f"{run['name']:<34} " + "; ".join(cells))
+        dynamic = [run for run in measured if run.get("dynamic_top_k")]
+        for run in dynamic:
+            cut = run["dynamic_top_k"]
+            self.stdout.write(f"{run['name']}: kept {cut['mean_kept']} results on average "
+                              f"(at most 10), cut at a cliff on {cut['cut_at_a_cliff']} of {cut['questions']} questions")
