@@ -37,6 +37,7 @@ from knowledge.admin.display import (
 from knowledge.admin.scope import KnowledgeScopedAdmin, KnowledgeScopedInline
 from knowledge.attributes import attributes_summary
 from knowledge.forms import DocumentAttributesForm, UploadDocumentsForm
+from knowledge.items import selectors as item_selectors
 from knowledge.models import Chunk, Document, DocumentAsset, KnowledgeBaseVersion, VersionStatus
 from knowledge.locators import locator_label
 from knowledge.catalog.selectors import retained_versions_holding
@@ -88,7 +89,7 @@ class DocumentAdmin(KnowledgeScopedAdmin):
         "knowledge_base", "title", "original_name", "file_format_words", "sha256", "size_words",
         "source_tag", "external_id", "status", "status_changed_at", "error_words", "attempts",
         "timeline", "worker_words", "heartbeat_at", "lease_words", "page_count", "chunks", "versions_list", "chunks_link",
-        "metadata_words", "created_by", "created_at", "updated_at",
+        "items_words", "metadata_words", "created_by", "created_at", "updated_at",
     ]
     fields = [
         "knowledge_base", "title", "original_name", "file_format_words", "sha256", "size_words",
@@ -204,6 +205,16 @@ class DocumentAdmin(KnowledgeScopedAdmin):
             '{} <span class="rag-quiet">{}</span>', localtime(document.lease_expires_at).strftime("%Y-%m-%d %H:%M:%S"),
             _("处理进程在此之前没有再报告进度时，文档会交给其他进程重新处理。"),
         )
+
+    @admin.display(description=gettext_lazy("涉及的商品/型号"))
+    def items_words(self, document: Document) -> SafeString | str:
+        counts = item_selectors.document_items(document_id=document.pk)
+        if not counts:
+            return _("无（文档没有提到商品目录中的商品）")
+        url = reverse("admin:knowledge_chunkitem_changelist") + "?" + urlencode({"document__id__exact": document.pk})
+        return format_html('{} · <a href="{}">{}</a>', "、".join(
+            _("%(name)s（%(n)d 个分块）") % {"name": name, "n": n} for name, n in counts),
+            url, _("查看分块标签"))
 
     @admin.display(description=gettext_lazy("处理信息"))
     def metadata_words(self, document: Document) -> SafeString | str:

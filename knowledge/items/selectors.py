@@ -81,3 +81,10 @@ def chunk_item_names(*, chunk_ids: Iterable[int]) -> dict[int, list[str]]:
     for row in rows:
         names.setdefault(row.chunk_id, []).append(row.item.name)
     return names
+
+
+def document_items(*, document_id: int) -> list[tuple[str, int]]:
+    """The items a document's chunks are about, with how many chunks each, most first."""
+    rows = (ChunkItem.objects.filter(document_id=document_id).exclude(source=TagSource.EXCLUDED)
+            .values("item__name").annotate(chunks=Count("chunk_id")).order_by("-chunks", "item__name"))
+    return [(row["item__name"], row["chunks"]) for row in rows]
