@@ -95,7 +95,7 @@ class DocumentAdmin(KnowledgeScopedAdmin):
         "knowledge_base", "title", "original_name", "file_format_words", "sha256", "size_words",
         "source_tag", "attributes", "external_id", "status", "status_changed_at", "error_words", "attempts",
         "timeline", "worker_words", "heartbeat_at", "lease_words", "page_count", "chunks", "versions_list", "chunks_link",
-        "metadata_words", "created_by", "created_at", "updated_at",
+        "items_words", "metadata_words", "created_by", "created_at", "updated_at",
     ]
     inlines = [DocumentAssetInline]
     actions = ["retry", "delete_documents"]
