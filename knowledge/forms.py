@@ -186,7 +186,7 @@ def _lines(value: list[str] | None) -> str:
 class ItemForm(forms.ModelForm):
     aliases_text = forms.CharField(
         label=_("别名"), required=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
-        help_text=_("每行一个，如 X3Pro、星河 X3 Pro。问题里写出任一名称都算指名这一款。"),
+        help_text=_("每行一个，如 X3Pro、星河X3Pro。问题里写出任一名称都算指名这一款。"),
     )
     codes_text = forms.CharField(
         label=_("型号代码"), required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
