@@ -240,9 +240,16 @@ def _candidate(score: ItemScore) -> ItemCandidate:
 
 def faq_hits_about(hits: tuple[FaqHit, ...], *, catalog: ItemCatalog, item_ids: tuple[int, ...]) -> tuple[FaqHit, ...]:
     """The FAQ hits whose question is not about other items only ("星河X3 的保修期是多久？" is
-    not evidence for X3 Pro)."""
+    not evidence for X3 Pro), each answer read without what it says about other items only."""
     wanted = set(item_ids)
-    return tuple(hit for hit in hits if not (named := catalog.items_in(hit.question)) or named & wanted)
+    kept = []
+    for hit in hits:
+        named = catalog.items_in(hit.question)
+        if named and not named & wanted:
+            continue
+        answer = focus_text(hit.answer, catalog=catalog, item_ids=item_ids)
+        kept.append(hit if answer == hit.answer else replace(hit, answer=answer))
+    return tuple(kept)
 
 
 def faq_fits(hit: FaqHit, *, confirmation: ItemConfirmation, catalog: ItemCatalog) -> bool:

@@ -271,10 +271,32 @@ def focus_text(text: str, *, catalog: ItemCatalog, item_ids: Iterable[int]) -> s
 _SENTENCE = re.compile(r"[^。！？；!?;]+[。！？；!?;]*")
 
 
+_CLAUSE = re.compile(r"[^，,；;]+[，,；;]*")
+
+
 def _focus_sentences(line: str, *, catalog: ItemCatalog, wanted: set[int]) -> str:
-    sentences = _SENTENCE.findall(line)
-    kept = [s for s in sentences if not (named := catalog.items_in(s)) or named & wanted]
+    kept = []
+    for sentence in _SENTENCE.findall(line):
+        named = catalog.items_in(sentence)
+        if not named:
+            kept.append(sentence)
+        elif named & wanted:
+            # "其他型号：星河X1 1 年，星河X3 Pro 3 年。" keeps only the clauses about what was asked.
+            kept.append(_focus_clauses(sentence, catalog=catalog, wanted=wanted) if named - wanted else sentence)
     return "".join(kept) if kept else line
+
+
+def _focus_clauses(sentence: str, *, catalog: ItemCatalog, wanted: set[int]) -> str:
+    clauses = _CLAUSE.findall(sentence)
+    kept = [c for c in clauses if not (named := catalog.items_in(c)) or named & wanted]
+    if not kept:
+        return sentence
+    text = "".join(kept)
+    # The sentence keeps its end ("。") when the clause that carried it was left out.
+    end = sentence.rstrip()[-1:]
+    if end in "。！？!?" and not text.rstrip().endswith(end):
+        text = text.rstrip().rstrip("，,；;") + end
+    return text
 
 
 def _is_table_row(line: str) -> bool:

@@ -196,3 +196,14 @@ def test_an_xlsx_import_reads_the_first_sheet_and_a_broken_file_is_refused(staff
     with pytest.raises(ValidationFailed) as no_name:
         item_services.import_items(kb=kb, file_name="items.csv", data="别名\nX1\n".encode(), actor=staff_user)
     assert no_name.value.code == "import_no_name_column"
+
+
+def test_focus_drops_the_clauses_of_a_mixed_sentence_that_are_about_other_items_only():
+    # given: a FAQ answer about X3 that lists the other models' warranties in one sentence
+    text = "星河X3 整机保修 2 年。其他型号：星河X1 1 年，星河X3 Pro 3 年。"
+
+    # when
+    focused = focus_text(text, catalog=CATALOG, item_ids=[X1])
+
+    # then
+    assert focused == "其他型号：星河X1 1 年。"
