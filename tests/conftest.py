@@ -6,6 +6,8 @@ import hashlib
 import itertools
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -53,6 +55,26 @@ def fresh_caches():
     yield
     cache.clear()
     clear_provider_cache()
+
+
+@contextmanager
+def fake_openai_provider(settings, server) -> Iterator:
+    """The app's chat, rewrite and rerank models served by `server` (a `FakeProviderServer`) as
+    an OpenAI-compatible provider; knowledge bases keep the embedding model they were built with."""
+    from engines.providers import clear_provider_cache
+
+    settings.RAG_PROVIDER = "openai"
+    settings.OPENAI_BASE_URL = server.openai_base_url
+    settings.OPENAI_API_KEY = "sk-test"
+    settings.RAG_CHAT_MODEL = "fake-chat"
+    settings.RAG_RERANK_MODEL = "fake-rerank"
+    settings.RAG_PROVIDER_MAX_RETRIES = 0
+    settings.RAG_PROVIDER_TIMEOUT_SECONDS = 10.0
+    clear_provider_cache()
+    try:
+        yield server
+    finally:
+        clear_provider_cache()
 
 
 @pytest.fixture(autouse=True)

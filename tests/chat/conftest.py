@@ -36,7 +36,7 @@ from knowledge.catalog import services as catalog_services
 from knowledge.documents import services as document_services
 from knowledge.faqs import services as faq_services
 from knowledge.models import DocumentStatus, KnowledgeBase, KnowledgeBaseVersion, Visibility
-from tests.conftest import make_kb
+from tests.conftest import fake_openai_provider, make_kb
 from tests.fakes.provider_server import FakeProviderServer
 from tests.live import daphne_server, session_cookie_for  # noqa: F401  (the chat tests' import point)
 
@@ -166,18 +166,8 @@ def openai_provider(settings, provider_server) -> FakeProviderServer:
     Knowledge bases keep their local embedding model ("local-hash-lexical-v1" is served locally
     whatever the provider), so they need no re-ingestion.
     """
-    from engines.providers import clear_provider_cache
-
-    settings.RAG_PROVIDER = "openai"
-    settings.OPENAI_BASE_URL = provider_server.openai_base_url
-    settings.OPENAI_API_KEY = "sk-test"
-    settings.RAG_CHAT_MODEL = "fake-chat"
-    settings.RAG_RERANK_MODEL = "fake-rerank"
-    settings.RAG_PROVIDER_MAX_RETRIES = 0
-    settings.RAG_PROVIDER_TIMEOUT_SECONDS = 10.0
-    clear_provider_cache()
-    yield provider_server
-    clear_provider_cache()
+    with fake_openai_provider(settings, provider_server) as server:
+        yield server
 
 
 def streamed_chat_requests(server: FakeProviderServer) -> list:

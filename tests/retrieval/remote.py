@@ -17,7 +17,7 @@ from knowledge import epochs
 from knowledge.catalog import services as catalog_services
 from knowledge.documents import services as document_services
 from knowledge.models import DocumentStatus, KnowledgeBase, KnowledgeBaseVersion, Visibility
-from tests.conftest import make_kb
+from tests.conftest import fake_openai_provider, make_kb
 from tests.fakes.provider_server import FakeProviderServer
 
 # Fourteen sections far apart in wording: each is a chunk of its own, so a question has more
@@ -53,18 +53,8 @@ def fake_server() -> Iterator[FakeProviderServer]:
 def openai_server(settings, fake_server) -> Iterator[FakeProviderServer]:
     """Chat (HyDE), rewrite and rerank by the fake OpenAI-compatible server; knowledge bases keep
     the local embedding model they are built with unless a test names a remote one."""
-    from engines.providers import clear_provider_cache
-
-    settings.RAG_PROVIDER = "openai"
-    settings.OPENAI_BASE_URL = fake_server.openai_base_url
-    settings.OPENAI_API_KEY = "sk-test"
-    settings.RAG_CHAT_MODEL = "fake-chat"
-    settings.RAG_RERANK_MODEL = "fake-rerank"
-    settings.RAG_PROVIDER_MAX_RETRIES = 0
-    settings.RAG_PROVIDER_TIMEOUT_SECONDS = 10.0
-    clear_provider_cache()
-    yield fake_server
-    clear_provider_cache()
+    with fake_openai_provider(settings, fake_server) as server:
+        yield server
 
 
 def published_kb(*, actor, documents: dict[str, str] | None = None) -> KnowledgeBase:
