@@ -986,10 +986,32 @@ def _cells_sentence(header: str, row: str, asked: list[int]) -> str:
         item = names[asked[0]]
         space = " " if item[-1:].isascii() and item[-1:].isalnum() else ""
         return f"{item}{space}的{cells[0]}是{_gap(cells[asked[0]])}{cells[asked[0]]}。"
-    parts = [f"{names[i]}是{_gap(cells[i])}{cells[i]}" for i in asked if i < len(cells) and cells[i]]
     key = cells[0]
     space = " " if key[-1:].isascii() and key[-1:].isalnum() else ""
+    if len(asked) == 1 and asked[0] < len(cells):
+        verb = _yes_no_verb(names[asked[0]], cells[asked[0]])
+        if verb:
+            # A yes/no column ("支持 Mesh": 支持 / 不支持) reads as a verb, not as a value.
+            return f"{key}{space}{verb}。"
+    parts = [f"{names[i]}是{_gap(cells[i])}{cells[i]}" for i in asked if i < len(cells) and cells[i]]
     return f"{key}{space}的" + "，".join(parts) + "。"
+
+
+_YES_NO_COLUMN = re.compile(r"^(支持|可以|能否|是否支持|是否)\s*(.+)$")
+
+
+def _yes_no_verb(column: str, value: str) -> str:
+    """ "支持 Mesh" with "不支持" → "不支持 Mesh"; "" when the column is not a yes/no one."""
+    match = _YES_NO_COLUMN.match(column.strip())
+    if not match:
+        return ""
+    subject = match.group(2).strip()
+    value = value.strip()
+    if value in ("支持", "是", "可以", "能", "有"):
+        return f"支持{_gap(subject)}{subject}" if match.group(1) != "可以" else f"可以{subject}"
+    if value in ("不支持", "否", "不可以", "不能", "无"):
+        return f"不支持{_gap(subject)}{subject}" if match.group(1) != "可以" else f"不可以{subject}"
+    return ""
 
 
 def _unlabelled(text: str, question_terms: set[str]) -> str:

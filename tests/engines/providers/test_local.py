@@ -896,3 +896,19 @@ def test_a_question_word_is_found_however_jieba_cut_the_sentence():
     answer = ask_about(context, "雌狸大约有多长？")
     # then
     assert answer_lines(answer)[0].startswith("雌狸长65-70厘米")
+
+
+def test_a_yes_no_column_reads_as_a_verb():
+    # given: a spec table whose last column says whether a model supports Mesh
+    context = (
+        "<knowledge_context>\n[来源 1] 产品规格\n| 型号 | 天线 | 支持 Mesh |\n| --- | --- | --- |\n"
+        "| 星河X1 | 4 根 | 不支持 |\n| 星河X5 Mesh | 8 根 | 支持 |\n</knowledge_context>\n\n问题：{question}"
+    )
+
+    # when
+    supported = ask_about(context, "星河X5 Mesh 支持 Mesh 吗？")
+    unsupported = ask_about(context, "星河X1 支持 Mesh 吗？")
+
+    # then: "支持 Mesh", not "的支持 Mesh是支持"
+    assert supported.splitlines()[0] == "星河X5 Mesh 支持 Mesh。[来源 1](citation://1)"
+    assert unsupported.splitlines()[0] == "星河X1 不支持 Mesh。[来源 1](citation://1)"
