@@ -105,7 +105,7 @@ class AttributesField(forms.JSONField):
 
 
 ATTRIBUTES_HELP = format_lazy(
-    _("JSON 对象，如 {{\"部门\": \"人力资源部\", \"生效日期\": \"2025-01-01\"}}。值可以是文字、数字、true/false 或文字列表；"
+    _("JSON 对象，如 {{\"部门\": \"人力资源部\", \"生效日期\": \"2025-01-01\"}}。值可以是文字、数字、布尔值或文字列表；"
       "最多 {keys} 个键，键最长 {chars} 个字符。检索、命中测试和问答可按这些字段筛选。"),
     keys=MAX_ATTRIBUTE_KEYS, chars=MAX_KEY_CHARS,
 )

@@ -1,12 +1,33 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.functional import lazy
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.text import format_lazy
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from .contracts import MAX_CANDIDATE_K, MAX_DOCUMENT_IDS, MAX_FILTERS, MAX_QUESTION_CHARS, MAX_TOP_K
 from .filters import InvalidFilter, parse_filters
 from .labels import MODES
+
+FILTER_EXAMPLE = ('[{"field": "部门", "op": "eq", "value": "人力资源部"}, '
+                  '{"field": "file_type", "op": "in", "value": ["pdf", "docx"]}, '
+                  '{"field": "生效日期", "op": "range", "gte": "2025-01-01"}]')
+BUILT_IN_FIELDS = ("title", "file_type", "source_tag", "created_at", "updated_at", "item")
+
+
+def filters_help() -> SafeString:
+    """The filter field's help in the active language, its syntax as code (it is typed as is)."""
+    return format_html(
+        "{} <code>{}</code>{}{}{}",
+        gettext("JSON 列表，条件须同时满足（最多 %(n)s 个），例如") % {"n": MAX_FILTERS},
+        FILTER_EXAMPLE,
+        gettext("。内置字段（item 为商品/型号名称）："),
+        format_html_join("、", "<code>{}</code>", ((name,) for name in BUILT_IN_FIELDS)),
+        gettext("；其他字段按自定义元数据的键。"),
+    )
 
 
 class HitTestForm(forms.Form):
@@ -52,14 +73,7 @@ class HitTestForm(forms.Form):
     document_ids = forms.CharField(label=_("限定文档 ID"), required=False, help_text=_("逗号分隔，最多 50 个。"))
     filters = forms.CharField(
         label=_("元数据筛选"), required=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
-        help_text=format_lazy(
-            _("JSON 列表，条件须同时满足（最多 {n} 个），例如 "
-              "[{{\"field\": \"部门\", \"op\": \"eq\", \"value\": \"人力资源部\"}}, "
-              "{{\"field\": \"file_type\", \"op\": \"in\", \"value\": [\"pdf\", \"docx\"]}}, "
-              "{{\"field\": \"生效日期\", \"op\": \"range\", \"gte\": \"2025-01-01\"}}]。"
-              "内置字段：title、file_type、source_tag、created_at、updated_at、item（商品/型号名称）；其他字段按自定义元数据的键。"),
-            n=MAX_FILTERS,
-        ),
+        help_text=lazy(lambda: filters_help(), SafeString)(),
     )
 
     def clean_document_ids(self):

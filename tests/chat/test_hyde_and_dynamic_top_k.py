@@ -72,20 +72,20 @@ def test_hyde_is_off_by_default_and_never_on_with_the_local_provider(settings):
     assert plan_for(shipped).as_dict()["enable_hyde"] is False
 
 
-def test_dynamic_top_k_follows_rerank_unless_the_rules_switch_it_off(settings):
-    # given
+def test_dynamic_top_k_follows_rerank_where_the_rules_switch_it_on(settings):
+    # given: the shipped rules leave it off (measured: it only removed results on the demo set)
     settings.RAG_PROVIDER = "openai"
-    shipped, switched_off = load_rules(), rules_with(dynamic_top_k_after_rerank=False)
+    shipped, switched_on = load_rules(), rules_with(dynamic_top_k_after_rerank=True)
 
     # when
-    reranked, not_reranked, off = plan_for(shipped), plan_for(shipped, enable_rerank=False), plan_for(switched_off)
+    reranked, not_reranked, off = plan_for(switched_on), plan_for(switched_on, enable_rerank=False), plan_for(shipped)
 
     # then
     assert (reranked.enable_rerank, reranked.dynamic_top_k) == (True, True)
     assert not_reranked.dynamic_top_k is False
     assert (off.enable_rerank, off.dynamic_top_k) == (True, False)
     settings.RAG_PROVIDER = "local"
-    assert plan_for(shipped).dynamic_top_k is False  # the local provider does not rerank by default
+    assert plan_for(switched_on).dynamic_top_k is False  # the local provider does not rerank by default
 
 
 @pytest.mark.django_db
@@ -186,8 +186,13 @@ def test_a_local_turn_never_runs_hyde_and_anonymous_readers_may_not_ask(chat_kb,
 
 @pytest.mark.django_db(transaction=True)
 def test_a_reranked_turn_cuts_at_the_score_cliff_and_its_trace_shows_the_cut(
-    chat_kb, openai_provider, member_api, staff_user, client
+    chat_kb, openai_provider, member_api, staff_user, client, settings, tmp_path
 ):
+    # given: rules that cut after rerank
+    rules = tmp_path / "rules.toml"
+    rules.write_text(DEFAULT_RULES_PATH.read_text(encoding="utf-8").replace(
+        "dynamic_top_k_after_rerank = false", "dynamic_top_k_after_rerank = true"), encoding="utf-8")
+    settings.RAG_CHAT_RULES_FILE = str(rules)
     # given: the reranker scores the first three candidates with a cliff after the second
     openai_provider.enqueue("openai.rerank", RerankResults([
         {"index": 0, "relevance_score": 0.93}, {"index": 1, "relevance_score": 0.9},
@@ -195,7 +200,7 @@ def test_a_reranked_turn_cuts_at_the_score_cliff_and_its_trace_shows_the_cut(
     ]))
     openai_provider.enqueue("openai.chat", Answer(text=MODEL_ANSWER))
 
-    # when: the rules' defaults with a remote provider (rerank on, so dynamic top-k on)
+    # when: a remote provider (rerank on, so dynamic top-k on)
     response = member_api.post("/api/chat", {
         "knowledge_base_id": chat_kb.slug, "question": RAG_QUESTION, "enable_query_rewrite": False,
     }, format="json")
