@@ -24,7 +24,7 @@ def filters_help() -> SafeString:
         "{} <code>{}</code>{}{}{}",
         gettext("JSON 列表，条件须同时满足（最多 %(n)s 个），例如") % {"n": MAX_FILTERS},
         FILTER_EXAMPLE,
-        gettext("。内置字段（item 为商品/型号名称）："),
+        format_html(gettext("。内置字段（{} 为商品/型号名称）："), format_html("<code>{}</code>", "item")),
         format_html_join("、", "<code>{}</code>", ((name,) for name in BUILT_IN_FIELDS)),
         gettext("；其他字段按自定义元数据的键。"),
     )
