@@ -159,7 +159,10 @@ def confirm_items(
         if any(score.exact for score in carried):
             scores, source = tuple(s for s in carried if s.exact), "history"
     extracted = ""
-    if extractor is not None and not any(s.exact for s in scores):
+    # The model is asked only when the words leave the item open: a question naming no item
+    # exactly that is still about the catalog's kind of thing ("三频那款路由器"), names a family,
+    # or holds a model code; most questions ("年假有几天？") cost no model call here.
+    if extractor is not None and not any(s.exact for s in scores) and (scores or catalog.touches(question)):
         try:
             reading = extractor.extract(question, history, names=tuple(item.name for item in catalog.items))
         except ProviderError as exc:

@@ -26,9 +26,12 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import cached_property
 
-from engines.lexical import fold, model_code_spans, normalise
+from engines.lexical import content_terms, fold, model_code_spans, normalise, term_weight
 
 MIN_FUZZY_CHARS = 4
+# jieba's IDF below which a word is too common to say a question is about the catalog's domain
+# ("公司" 3.5, "系列" 6.6; "路由器" 11.5).
+MIN_DOMAIN_WEIGHT = 8.0
 _ALNUM = re.compile(r"[a-z0-9]")
 _DIGITS = re.compile(r"\d+")
 
@@ -41,6 +44,7 @@ class CatalogItem:
     codes: tuple[str, ...] = ()
     group: str = ""
     group_aliases: tuple[str, ...] = ()
+    description: str = ""
 
     @property
     def forms(self) -> tuple[str, ...]:
@@ -160,6 +164,25 @@ class ItemCatalog:
                     continue
                 return key, end
         return None
+
+    @cached_property
+    def _domain_words(self) -> frozenset[str]:
+        """The words the catalog's families and descriptions are made of ("路由器", "套装"),
+        without its items' own names."""
+        words = set()
+        for item in self.items:
+            for text in (*item.group_forms, item.description):
+                words.update(normalise(word) for word in content_terms(text))
+        # Common words ("公司", "系列") and the halves of a split Latin word ("wi", "fi") would ask
+        # the model about questions that are not about any item.
+        return frozenset(word for word in words if len(word) >= (3 if word.isascii() else 2)
+                         and term_weight(word) >= MIN_DOMAIN_WEIGHT)
+
+    def touches(self, text: str) -> bool:
+        """Whether `text` may be about an item without naming one: it holds a word of the
+        catalog's families or descriptions, or a model code."""
+        folded = normalise(text)
+        return bool(model_code_spans(text)) or any(word in folded for word in self._domain_words)
 
     def items_in(self, text: str) -> set[int]:
         """The items `text` names by their own names (a group alone tags nothing)."""

@@ -29,7 +29,7 @@ def _catalog(kb_ids: tuple[int, ...], count: int, last: datetime | None) -> Item
     return ItemCatalog(
         CatalogItem(
             id=row.pk, name=row.name, aliases=tuple(row.aliases or ()), codes=tuple(row.codes or ()),
-            group=row.group, group_aliases=tuple(row.group_aliases or ()),
+            group=row.group, group_aliases=tuple(row.group_aliases or ()), description=row.description,
         )
         for row in rows
     )

@@ -337,3 +337,12 @@ def test_a_failed_model_reading_falls_back_to_the_words(products_kb, staff_user,
     trace = result_trace(result)
     assert trace["items"]["rule"] == "none"
     assert "item_extraction_failed" in trace["degradations"]
+
+
+def test_a_question_not_about_the_catalog_costs_no_model_reading(products_kb, staff_user, openai_provider):
+    # when: a question about resetting, with no product word in it
+    ask(products_kb, staff_user, "怎么恢复出厂设置？")
+
+    # then: the chat model was asked for the answer only
+    prompts = [r.body["messages"][-1]["content"] for r in openai_provider.requests("openai.chat")]
+    assert prompts and not any("商品、型号或服务" in prompt for prompt in prompts)

@@ -207,3 +207,15 @@ def test_focus_drops_the_clauses_of_a_mixed_sentence_that_are_about_other_items_
 
     # then
     assert focused == "其他型号：星河X1 1 年。"
+
+
+def test_a_question_touches_the_catalog_by_its_domain_words_or_a_model_code():
+    # given
+    catalog = ItemCatalog([CatalogItem(1, "星河X3 Pro", group="星河路由器", description="公司的高性能 Wi-Fi 6E 三频路由器")])
+
+    # then: worth asking the chat model which item is meant
+    assert catalog.touches("三频那款路由器保修多久？")
+    assert catalog.touches("X7 多少钱？")
+    # then: not about the catalog's kind of thing (common words do not count)
+    assert not catalog.touches("年假有几天？")
+    assert not catalog.touches("公司在哪个城市？")

@@ -22,7 +22,7 @@ from ...item_confirmation import by_expectation, by_rule, calibrate, run_cases
 def demo_catalog() -> ItemCatalog:
     return ItemCatalog(
         CatalogItem(id=number, name=item["name"], aliases=tuple(item["aliases"]), codes=tuple(item["codes"]),
-                    group=item["group"], group_aliases=tuple(item["group_aliases"]))
+                    group=item["group"], group_aliases=tuple(item["group_aliases"]), description=item["description"])
         for number, item in enumerate(ITEMS, 1)
     )
 
