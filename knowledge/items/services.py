@@ -73,14 +73,8 @@ def save_item(
         duplicate = duplicate.exclude(pk=item.pk)
     if duplicate.exists():
         raise Conflict(_("已存在同名的商品/型号。"), code="item_duplicate")
-    if item is None:
-        item = Item(knowledge_base=kb)
-    item.name = name
-    item.aliases = [a for a in _names(aliases, what=_("别名")) if a != name]
-    item.codes = _names(codes, what=_("型号代码"))
-    item.group = group.strip()[:MAX_NAME_CHARS]
-    item.group_aliases = _names(group_aliases, what=_("系列别名"))
-    item.description = description.strip()
+    item = _filled(item or Item(knowledge_base=kb), name=name, aliases=aliases, codes=codes, group=group,
+                   group_aliases=group_aliases, description=description)
     item.enabled = enabled
     item.save()
     audit.record(kb=kb, actor=actor, action=AuditAction.ITEM_SAVED, target=name)
@@ -138,9 +132,10 @@ def import_items(*, kb: KnowledgeBase, file_name: str, data: bytes, actor: Actor
         try:
             with transaction.atomic():
                 item = existing.get(name)
-                saved = _save_row(kb=kb, item=item, name=name, aliases=cell("aliases"), codes=cell("codes"),
-                                  group=cell("group"), group_aliases=cell("group_aliases"),
-                                  description=cell("description"))
+                saved = _filled(item or Item(knowledge_base=kb), name=name, aliases=cell("aliases"),
+                                codes=cell("codes"), group=cell("group"), group_aliases=cell("group_aliases"),
+                                description=cell("description"))
+                saved.save()
         except ValidationFailed as exc:
             errors.append(_("第 %(n)s 行：%(error)s") % {"n": number, "error": exc.message})
             continue
@@ -157,18 +152,17 @@ def import_items(*, kb: KnowledgeBase, file_name: str, data: bytes, actor: Actor
     return ImportReport(created=created, updated=updated, errors=tuple(errors))
 
 
-def _save_row(*, kb: KnowledgeBase, item: Item | None, name: str, aliases: str, codes: str, group: str,
-              group_aliases: str, description: str) -> Item:
+def _filled(item: Item, *, name: str, aliases: Sequence[str] | str, codes: Sequence[str] | str, group: str,
+            group_aliases: Sequence[str] | str, description: str) -> Item:
+    """`item` with these names, checked and cleaned (unsaved)."""
     if len(name) > MAX_NAME_CHARS:
         raise ValidationFailed(_("名称最多 %(n)s 个字符。") % {"n": MAX_NAME_CHARS}, code="invalid_item")
-    item = item or Item(knowledge_base=kb)
     item.name = name
     item.aliases = [a for a in _names(aliases, what=_("别名")) if a != name]
     item.codes = _names(codes, what=_("型号代码"))
-    item.group = group[:MAX_NAME_CHARS]
+    item.group = group.strip()[:MAX_NAME_CHARS]
     item.group_aliases = _names(group_aliases, what=_("系列别名"))
-    item.description = description
-    item.save()
+    item.description = description.strip()
     return item
 
 

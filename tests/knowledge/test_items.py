@@ -219,3 +219,11 @@ def test_a_question_touches_the_catalog_by_its_domain_words_or_a_model_code():
     # then: not about the catalog's kind of thing (common words do not count)
     assert not catalog.touches("年假有几天？")
     assert not catalog.touches("公司在哪个城市？")
+
+
+@pytest.mark.django_db
+def test_a_name_too_long_for_the_column_is_a_clear_error_not_a_database_one(staff_user):
+    kb = make_kb(actor=staff_user)
+    with pytest.raises(ValidationFailed) as refused:
+        item_services.save_item(kb=kb, name="X" * 201, actor=staff_user)
+    assert refused.value.code == "invalid_item"
