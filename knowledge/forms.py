@@ -13,6 +13,9 @@ from engines.providers.e5 import E5_EMBEDDING_MODEL
 from engines.providers.local import LOCAL_EMBEDDING_MODEL
 
 from knowledge.attributes import MAX_ATTRIBUTE_KEYS, MAX_KEY_CHARS, InvalidAttributes, clean_attributes
+from ragsite.errors import ValidationFailed
+
+from knowledge.items.services import check_names as check_item_names
 from knowledge.models import FAQ, ChunkItem, Document, Item, KnowledgeBase, TagSource
 
 # What staff read about an embedding model: its name, and what choosing it means. A model the
@@ -210,6 +213,15 @@ class ItemForm(forms.ModelForm):
 
     def names(self, field: str) -> list[str]:
         return [line.strip() for line in (self.cleaned_data.get(field) or "").splitlines() if line.strip()]
+
+    def clean(self):
+        cleaned = super().clean()
+        try:
+            check_item_names(name=cleaned.get("name") or "", aliases=self.names("aliases_text"),
+                             codes=self.names("codes_text"), group_aliases=self.names("group_aliases_text"))
+        except ValidationFailed as error:
+            raise forms.ValidationError(str(error.message), code=error.code) from error
+        return cleaned
 
 
 class ImportItemsForm(forms.Form):

@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy
 from ragsite.errors import DomainError
 
 from knowledge.access import Role, knowledge_bases_with_role
-from knowledge.admin.common import ADMIN_CSS, report_error
+from knowledge.admin.common import ADMIN_CSS
 from knowledge.admin.scope import KnowledgeScopedAdmin
 from knowledge.forms import ChunkItemForm, ImportItemsForm, ItemForm
 from knowledge.items import services as item_services
@@ -60,16 +60,13 @@ class ItemAdmin(KnowledgeScopedAdmin):
         ] + super().get_urls()
 
     def save_model(self, request, obj, form, change):
-        try:
-            item = item_services.save_item(
-                kb=form.cleaned_data["knowledge_base"], item=obj if change else None, name=form.cleaned_data["name"],
-                aliases=form.names("aliases_text"), codes=form.names("codes_text"), group=form.cleaned_data["group"],
-                group_aliases=form.names("group_aliases_text"), description=form.cleaned_data["description"],
-                enabled=form.cleaned_data["enabled"], actor=request.user,
-            )
-        except DomainError as error:
-            report_error(request, error)
-            return
+        # The form checked the names (ItemForm.clean) and the name's uniqueness (the constraint).
+        item = item_services.save_item(
+            kb=form.cleaned_data["knowledge_base"], item=obj if change else None, name=form.cleaned_data["name"],
+            aliases=form.names("aliases_text"), codes=form.names("codes_text"), group=form.cleaned_data["group"],
+            group_aliases=form.names("group_aliases_text"), description=form.cleaned_data["description"],
+            enabled=form.cleaned_data["enabled"], actor=request.user,
+        )
         obj.pk = item.pk
 
     def delete_model(self, request, obj):

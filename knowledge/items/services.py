@@ -152,6 +152,13 @@ def import_items(*, kb: KnowledgeBase, file_name: str, data: bytes, actor: Actor
     return ImportReport(created=created, updated=updated, errors=tuple(errors))
 
 
+def check_names(*, name: str, aliases: Sequence[str] | str = (), codes: Sequence[str] | str = (),
+                group_aliases: Sequence[str] | str = ()) -> None:
+    """ValidationFailed for names a save would refuse, before anything is written (forms)."""
+    _filled(Item(), name=name.strip(), aliases=aliases, codes=codes, group="", group_aliases=group_aliases,
+            description="")
+
+
 def _filled(item: Item, *, name: str, aliases: Sequence[str] | str, codes: Sequence[str] | str, group: str,
             group_aliases: Sequence[str] | str, description: str) -> Item:
     """`item` with these names, checked and cleaned (unsaved)."""

@@ -227,3 +227,21 @@ def test_a_name_too_long_for_the_column_is_a_clear_error_not_a_database_one(staf
     with pytest.raises(ValidationFailed) as refused:
         item_services.save_item(kb=kb, name="X" * 201, actor=staff_user)
     assert refused.value.code == "invalid_item"
+
+
+@pytest.mark.django_db
+def test_the_admin_form_refuses_too_many_aliases_on_the_page(client, staff_user):
+    # given
+    kb = make_kb(actor=staff_user)
+    client.force_login(staff_user)
+
+    # when
+    response = client.post("/admin/knowledge/item/add/", {
+        "knowledge_base": kb.pk, "name": "星河X3", "aliases_text": "\n".join(f"别名{n}" for n in range(51)),
+        "codes_text": "", "group": "", "group_aliases_text": "", "description": "", "enabled": "on",
+    })
+
+    # then: the form again, with the reason, and nothing saved
+    assert response.status_code == 200
+    assert "别名最多 50 个。" in response.content.decode()
+    assert not Item.objects.exists()
