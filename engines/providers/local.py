@@ -863,7 +863,10 @@ class ExtractiveChatModel:
             if unit.table is not None:
                 table = parts[unit.order].tables[unit.table]
                 rows = _table_rows(item, scored, table)
-                asked = _asked_columns(table.header, question_terms)
+                # The row's own name picks no column: "星河X5 Mesh 多少钱？" does not ask for the
+                # "支持 Mesh" column because the item's name holds "Mesh".
+                key_terms = _unit_features(_cells(rows[0])[0]) if len(rows) == 1 else set()
+                asked = _asked_columns(table.header, question_terms - key_terms)
                 compared = _compared_rows(table, question)
                 if compared:
                     # "对比 X1、X3、X3 Pro 的价格": the named items' rows, the columns asked for.

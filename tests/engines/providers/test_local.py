@@ -912,3 +912,18 @@ def test_a_yes_no_column_reads_as_a_verb():
     # then: "支持 Mesh", not "的支持 Mesh是支持"
     assert supported.splitlines()[0] == "星河X5 Mesh 支持 Mesh。[来源 1](citation://1)"
     assert unsupported.splitlines()[0] == "星河X1 不支持 Mesh。[来源 1](citation://1)"
+
+
+def test_the_rows_own_name_picks_no_column():
+    # given: a spec table with a column whose name shares a word with an item's name
+    context = (
+        "<knowledge_context>\n[来源 1] 产品规格\n| 型号 | 建议零售价 | 支持 Mesh |\n| --- | --- | --- |\n"
+        "| 星河X1 | 199元 | 不支持 |\n| 星河X5 Mesh | 1599元 | 支持 |\n</knowledge_context>\n\n问题：{question}"
+    )
+
+    # when: the question names the item (with "Mesh" in it) and asks nothing a column names
+    answer = ask_about(context, "星河X5 Mesh 的价格多少？")
+
+    # then: not "星河X5 Mesh 支持 Mesh。": the row, whose price answers it
+    assert "支持 Mesh。" not in answer.splitlines()[0]
+    assert "1599元" in answer
