@@ -247,3 +247,10 @@ class ChunkItemForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if "source" in self.fields:  # a read-only view has no fields to offer
             self.fields["source"].choices = [(v, l) for v, l in TagSource.choices if v != TagSource.DETECTED]
+
+    def clean(self):
+        cleaned = super().clean()
+        chunk, item = cleaned.get("chunk"), cleaned.get("item")
+        if chunk is not None and item is not None and chunk.knowledge_base_id != item.knowledge_base_id:
+            raise forms.ValidationError(_("分块与商品/型号不属于同一个知识库。"), code="invalid_item_tag")
+        return cleaned

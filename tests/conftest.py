@@ -7,7 +7,6 @@ import itertools
 import os
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -22,6 +21,7 @@ from knowledge.models import (
     KnowledgeBaseVersion,
     Visibility,
 )
+from tests.fakes.provider_server import FakeProviderServer
 
 _counter = itertools.count(1)
 
@@ -57,24 +57,31 @@ def fresh_caches():
     clear_provider_cache()
 
 
-@contextmanager
-def fake_openai_provider(settings, server) -> Iterator:
-    """The app's chat, rewrite and rerank models served by `server` (a `FakeProviderServer`) as
-    an OpenAI-compatible provider; knowledge bases keep the embedding model they were built with."""
+@pytest.fixture
+def provider_server() -> Iterator[FakeProviderServer]:
+    """The fake model provider on 127.0.0.1 (DashScope and OpenAI wire formats)."""
+    server = FakeProviderServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def openai_provider(settings, provider_server) -> Iterator[FakeProviderServer]:
+    """The app's chat, rewrite and rerank models served by the fake server as an OpenAI-compatible
+    provider. Knowledge bases keep the embedding model they were built with (the local ones are
+    served locally whatever the provider), so they need no re-ingestion."""
     from engines.providers import clear_provider_cache
 
     settings.RAG_PROVIDER = "openai"
-    settings.OPENAI_BASE_URL = server.openai_base_url
+    settings.OPENAI_BASE_URL = provider_server.openai_base_url
     settings.OPENAI_API_KEY = "sk-test"
     settings.RAG_CHAT_MODEL = "fake-chat"
     settings.RAG_RERANK_MODEL = "fake-rerank"
     settings.RAG_PROVIDER_MAX_RETRIES = 0
     settings.RAG_PROVIDER_TIMEOUT_SECONDS = 10.0
     clear_provider_cache()
-    try:
-        yield server
-    finally:
-        clear_provider_cache()
+    yield provider_server
+    clear_provider_cache()
 
 
 @pytest.fixture(autouse=True)

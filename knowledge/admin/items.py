@@ -19,7 +19,7 @@ from knowledge.admin.common import ADMIN_CSS
 from knowledge.admin.scope import KnowledgeScopedAdmin
 from knowledge.forms import ChunkItemForm, ImportItemsForm, ItemForm
 from knowledge.items import services as item_services
-from knowledge.models import ChunkItem, Item, TagSource
+from knowledge.models import Chunk, ChunkItem, Item, TagSource
 
 
 @admin.register(Item)
@@ -136,15 +136,24 @@ class ChunkItemAdmin(KnowledgeScopedAdmin):
     def has_change_permission(self, request, obj=None):
         return False  # a tag is added or removed, not edited
 
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        # Only items and chunks of knowledge bases the user edits: another base's chunk id is
+        # "not a valid choice", exactly like one that does not exist.
+        editable = knowledge_bases_with_role(request.user, Role.EDITOR)
+        if db_field.name == "item":
+            kwargs["queryset"] = Item.objects.filter(knowledge_base__in=editable).select_related("knowledge_base")
+        elif db_field.name == "chunk":
+            kwargs["queryset"] = Chunk.objects.filter(knowledge_base__in=editable)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
     def get_actions(self, request):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
 
     def save_model(self, request, obj, form, change):
+        # The form offered only editable items and chunks and checked they share a base.
         chunk, item = form.cleaned_data["chunk"], form.cleaned_data["item"]
-        if not self.holds(request, obj, Role.EDITOR) or chunk.knowledge_base_id != item.knowledge_base_id:
-            raise PermissionDenied
         tag = item_services.tag_chunk(chunk=chunk, item=item, source=form.cleaned_data["source"], actor=request.user)
         obj.pk = tag.pk
 

@@ -5,7 +5,7 @@
   Milvus Lite, the local provider) from `DOCUMENTS`, plus the FAQs in `FAQS`. Tests using them
   must be transactional (`pytest.mark.django_db(transaction=True)`): the ingestion tasks run
   after commit, and a daphne server in another process must see the rows.
-- `provider_server` (the fake model provider) and `openai_provider` (settings pointing the
+- `provider_server` (the fake model provider) and `openai_provider` (tests/conftest.py: settings pointing the
   whole app at it as an OpenAI-compatible provider: chat, rewrite, rerank).
 - `live_chat_server()`: daphne in a child process on the test database. Start it inside the
   test, after every settings change: the child is forked then and inherits them.
@@ -36,7 +36,7 @@ from knowledge.catalog import services as catalog_services
 from knowledge.documents import services as document_services
 from knowledge.faqs import services as faq_services
 from knowledge.models import DocumentStatus, KnowledgeBase, KnowledgeBaseVersion, Visibility
-from tests.conftest import fake_openai_provider, make_kb
+from tests.conftest import make_kb
 from tests.fakes.provider_server import FakeProviderServer
 from tests.live import daphne_server, session_cookie_for  # noqa: F401  (the chat tests' import point)
 
@@ -150,24 +150,6 @@ def restricted_chat_kb(milvus, run_tasks, media_root, staff_user, engineers_grou
 
 
 # --- model provider -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def provider_server() -> Iterator[FakeProviderServer]:
-    server = FakeProviderServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def openai_provider(settings, provider_server) -> FakeProviderServer:
-    """The app's chat, rewrite and rerank models served by the fake OpenAI-compatible server.
-
-    Knowledge bases keep their local embedding model ("local-hash-lexical-v1" is served locally
-    whatever the provider), so they need no re-ingestion.
-    """
-    with fake_openai_provider(settings, provider_server) as server:
-        yield server
 
 
 def streamed_chat_requests(server: FakeProviderServer) -> list:

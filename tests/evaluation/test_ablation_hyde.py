@@ -12,13 +12,12 @@ from django.core.management import call_command
 
 from evaluation.models import EvalRun
 from tests.evaluation.test_evaluate_retrieval import write_dataset
-from tests.retrieval.remote import fake_server, openai_server  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_the_hyde_row_runs_with_a_generative_model_and_is_charged_for_it(
-    tmp_path, settings, openai_server, milvus, database_tasks, media_root
+    tmp_path, settings, openai_provider, milvus, database_tasks, media_root
 ):
     # given: a built dataset, and prices for the fake models (by model name, without the provider)
     settings.RAG_MODEL_PRICES = {"fake-chat": {"input": 0.001, "output": 0.002}}

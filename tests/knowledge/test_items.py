@@ -8,6 +8,7 @@ import io
 
 import openpyxl
 import pytest
+from django.contrib.auth.models import Group, User
 
 from knowledge.items import services as item_services
 from knowledge.items.matching import CatalogItem, ItemCatalog, focus_text
@@ -245,3 +246,29 @@ def test_the_admin_form_refuses_too_many_aliases_on_the_page(client, staff_user)
     assert response.status_code == 200
     assert "别名最多 50 个。" in response.content.decode()
     assert not Item.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_tag_offers_only_the_editors_items_and_refuses_a_chunk_of_another_base(client, staff_user):
+    # given: an editor of one knowledge base, and another base with an item and a chunk
+    editors = Group.objects.create(name="kb editors")
+    editor = User.objects.create_user("tagger", password="pw-tagger-123", is_staff=True)
+    editor.groups.add(editors)
+    mine, theirs = make_kb(actor=staff_user), make_kb(actor=staff_user)
+    mine.editor_groups.add(editors)
+    item = item_services.save_item(kb=mine, name="星河X3", actor=staff_user)
+    item_services.save_item(kb=theirs, name="另一个知识库的型号", actor=staff_user)
+    foreign_chunk = Chunk.objects.create(document=make_document(theirs), knowledge_base=theirs, ordinal=0,
+                                         content="星河X3 的说明")
+    client.force_login(editor)
+
+    # when
+    page = client.get("/admin/knowledge/chunkitem/add/").content.decode()
+    response = client.post("/admin/knowledge/chunkitem/add/", {
+        "chunk": foreign_chunk.pk, "item": item.pk, "source": TagSource.MANUAL,
+    })
+
+    # then: the other base's item is not offered, its chunk reads as not a valid choice
+    assert "星河X3" in page and "另一个知识库的型号" not in page
+    assert response.status_code == 200
+    assert not ChunkItem.objects.exists()

@@ -2,14 +2,12 @@
 through the real `openai` SDK the provider adapters use, and knowledge bases built through the
 real ingestion (upload → parse → chunk → embed → Milvus Lite).
 
-Test modules import the fixtures they use from here (`from .remote import openai_server`).
+The fake server and the provider settings are the shared `provider_server` / `openai_provider`
+fixtures (tests/conftest.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -17,7 +15,7 @@ from knowledge import epochs
 from knowledge.catalog import services as catalog_services
 from knowledge.documents import services as document_services
 from knowledge.models import DocumentStatus, KnowledgeBase, KnowledgeBaseVersion, Visibility
-from tests.conftest import fake_openai_provider, make_kb
+from tests.conftest import make_kb
 from tests.fakes.provider_server import FakeProviderServer
 
 # Fourteen sections far apart in wording: each is a chunk of its own, so a question has more
@@ -40,21 +38,6 @@ SECTIONS = [
 ]
 HANDBOOK = "# 员工与产品手册\n\n" + "\n\n".join(f"## {title}\n\n{text}" for title, text in SECTIONS) + "\n"
 QUESTION = "星河X3 的保修期是多久？"
-
-
-@pytest.fixture
-def fake_server() -> Iterator[FakeProviderServer]:
-    server = FakeProviderServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def openai_server(settings, fake_server) -> Iterator[FakeProviderServer]:
-    """Chat (HyDE), rewrite and rerank by the fake OpenAI-compatible server; knowledge bases keep
-    the local embedding model they are built with unless a test names a remote one."""
-    with fake_openai_provider(settings, fake_server) as server:
-        yield server
 
 
 def published_kb(*, actor, documents: dict[str, str] | None = None) -> KnowledgeBase:

@@ -16,7 +16,7 @@ from retrieval.labels import dynamic_top_k_label
 from tests.fakes.provider_server import Fail, RerankResults
 from tests.retrieval.pages import visible_text
 
-from .remote import QUESTION, fake_server, openai_server, published_kb  # noqa: F401
+from .remote import QUESTION, published_kb
 
 # --- the cut ------------------------------------------------------------------------------------
 
@@ -104,7 +104,7 @@ def flat_scores(count: int) -> list[dict]:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_reranked_retrieval_keeps_up_to_ten_whatever_top_k_and_records_the_cut(
-    openai_server, milvus, run_tasks, media_root, staff_user
+    openai_provider, milvus, run_tasks, media_root, staff_user
 ):
     # given: more than ten candidates, and a reranker that scores them flat, then with a cliff
     kb = published_kb(actor=staff_user)
@@ -116,7 +116,7 @@ def test_a_reranked_retrieval_keeps_up_to_ten_whatever_top_k_and_records_the_cut
     assert fused > MAX_KEPT
     cliff = [{"index": 0, "relevance_score": 0.92}, {"index": 1, "relevance_score": 0.9},
              {"index": 2, "relevance_score": 0.31}, {"index": 3, "relevance_score": 0.3}]
-    openai_server.enqueue("openai.rerank", RerankResults(flat_scores(fused)), RerankResults(cliff),
+    openai_provider.enqueue("openai.rerank", RerankResults(flat_scores(fused)), RerankResults(cliff),
                           RerankResults(flat_scores(fused)))
 
     # when: top_k 3 with flat scores, top_k 3 with a cliff after two, top_k 20 with flat scores
@@ -142,10 +142,10 @@ def test_a_reranked_retrieval_keeps_up_to_ten_whatever_top_k_and_records_the_cut
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failed_rerank_falls_back_to_the_fixed_top_k(openai_server, milvus, run_tasks, media_root, staff_user):
+def test_a_failed_rerank_falls_back_to_the_fixed_top_k(openai_provider, milvus, run_tasks, media_root, staff_user):
     # given: the reranker answers with an error
     kb = published_kb(actor=staff_user)
-    openai_server.enqueue("openai.rerank", Fail(500))
+    openai_provider.enqueue("openai.rerank", Fail(500))
 
     # when
     response = build_retrieval_service(kb).retrieve(RetrievalRequest(
@@ -159,10 +159,10 @@ def test_a_failed_rerank_falls_back_to_the_fixed_top_k(openai_server, milvus, ru
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_hit_test_page_says_where_the_cut_was(openai_server, milvus, run_tasks, media_root, staff_user, client):
+def test_the_hit_test_page_says_where_the_cut_was(openai_provider, milvus, run_tasks, media_root, staff_user, client):
     # given: a reranker with a cliff after the second candidate
     kb = published_kb(actor=staff_user)
-    openai_server.enqueue("openai.rerank", RerankResults([
+    openai_provider.enqueue("openai.rerank", RerankResults([
         {"index": 0, "relevance_score": 0.92}, {"index": 1, "relevance_score": 0.9},
         {"index": 2, "relevance_score": 0.31},
     ]))

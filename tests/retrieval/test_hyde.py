@@ -16,7 +16,7 @@ from retrieval.service import HYDE_PROMPT
 from tests.fakes.provider_server import Answer, Fail
 from tests.retrieval.pages import visible_text
 
-from .remote import QUESTION, chat_bodies, embedded_texts, fake_server, openai_server, published_kb  # noqa: F401
+from .remote import QUESTION, chat_bodies, embedded_texts, published_kb
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,14 +28,14 @@ def hyde_request(kb, **changes) -> RetrievalRequest:
 
 
 def test_hyde_embeds_the_question_with_the_hypothesis_and_fuses_its_list(
-    settings, openai_server, milvus, run_tasks, media_root, staff_user
+    settings, openai_provider, milvus, run_tasks, media_root, staff_user
 ):
     # given: a knowledge base embedded by the remote model, so every embedding goes over the wire
     settings.RAG_EMBEDDING_MODEL = "text-embedding-3-small"
     settings.RAG_EMBEDDING_DIMENSION = 1536
     kb = published_kb(actor=staff_user)
-    embedded_before = len(embedded_texts(openai_server))
-    openai_server.enqueue("openai.chat", Answer(text=HYPOTHESIS), Answer(text=HYPOTHESIS))
+    embedded_before = len(embedded_texts(openai_provider))
+    openai_provider.enqueue("openai.chat", Answer(text=HYPOTHESIS), Answer(text=HYPOTHESIS))
     service = build_retrieval_service(kb)
 
     # when: with the deployment's fusion, then with the reference design's RRF k=60
@@ -43,11 +43,11 @@ def test_hyde_embeds_the_question_with_the_hypothesis_and_fuses_its_list(
     rrf = service.retrieve(hyde_request(kb, fusion="rrf"))
 
     # then: the model was asked for a hypothetical answer to the question, once per retrieval
-    prompts = [body["messages"][-1]["content"] for body in chat_bodies(openai_server)]
+    prompts = [body["messages"][-1]["content"] for body in chat_bodies(openai_provider)]
     assert prompts == [HYDE_PROMPT.format(question=QUESTION)] * 2
     # then: the HyDE vector is of the question and the hypothesis together, never of the guess
     # alone (folded as every query is: full-width punctuation as half-width)
-    embedded = embedded_texts(openai_server)[embedded_before:]
+    embedded = embedded_texts(openai_provider)[embedded_before:]
     assert embedded.count(fold_characters(f"{QUESTION}\n{HYPOTHESIS}")) == 2
     assert fold_characters(HYPOTHESIS) not in embedded
     # then: its list is fused with the question's own channels
@@ -69,11 +69,11 @@ def test_hyde_embeds_the_question_with_the_hypothesis_and_fuses_its_list(
 
 
 def test_a_failed_hyde_call_is_a_degradation_and_the_question_still_answers(
-    openai_server, milvus, run_tasks, media_root, staff_user
+    openai_provider, milvus, run_tasks, media_root, staff_user
 ):
     # given: the chat model answers the HyDE prompt with a server error
     kb = published_kb(actor=staff_user)
-    openai_server.enqueue("openai.chat", Fail(503, message="upstream exploded"))
+    openai_provider.enqueue("openai.chat", Fail(503, message="upstream exploded"))
 
     # when
     response = build_retrieval_service(kb).retrieve(hyde_request(kb))
@@ -90,10 +90,10 @@ def test_a_failed_hyde_call_is_a_degradation_and_the_question_still_answers(
     assert trace.hyde.model == "openai:fake-chat" and trace.hyde.hypothesis_chars == 0
 
 
-def test_an_empty_hypothesis_adds_no_list_and_says_so(openai_server, milvus, run_tasks, media_root, staff_user):
+def test_an_empty_hypothesis_adds_no_list_and_says_so(openai_provider, milvus, run_tasks, media_root, staff_user):
     # given: the model writes nothing
     kb = published_kb(actor=staff_user)
-    openai_server.enqueue("openai.chat", Answer(text="   "))
+    openai_provider.enqueue("openai.chat", Answer(text="   "))
 
     # when
     response = build_retrieval_service(kb).retrieve(hyde_request(kb))
@@ -105,7 +105,7 @@ def test_an_empty_hypothesis_adds_no_list_and_says_so(openai_server, milvus, run
     assert not any("dense:hyde" in r.rank_sources for r in response.results)
 
 
-def test_the_local_provider_never_runs_hyde(fake_server, milvus, run_tasks, media_root, staff_user):
+def test_the_local_provider_never_runs_hyde(provider_server, milvus, run_tasks, media_root, staff_user):
     # given: the offline provider, whose extractive model cannot write a hypothetical answer
     kb = published_kb(actor=staff_user)
     service = build_retrieval_service(kb)
@@ -118,15 +118,15 @@ def test_the_local_provider_never_runs_hyde(fake_server, milvus, run_tasks, medi
     assert "hyde_unavailable" in response.trace.notes
     assert response.trace.hyde is None and response.trace.degradations == ()
     assert response.results
-    assert fake_server.requests() == []
+    assert provider_server.requests() == []
 
 
 def test_the_explain_api_and_the_hit_test_report_hyde(
-    openai_server, milvus, run_tasks, media_root, staff_user, staff_api, client
+    openai_provider, milvus, run_tasks, media_root, staff_user, staff_api, client
 ):
     # given
     kb = published_kb(actor=staff_user)
-    openai_server.enqueue("openai.chat", Answer(text=HYPOTHESIS), Answer(text=HYPOTHESIS))
+    openai_provider.enqueue("openai.chat", Answer(text=HYPOTHESIS), Answer(text=HYPOTHESIS))
 
     # when
     explained = staff_api.post("/api/retrieval/explain", {

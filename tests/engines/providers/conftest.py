@@ -1,12 +1,9 @@
-"""Fixtures and helpers for the provider adapter tests: a fake provider server, connection
-settings pointing at it with fast retries, and checks shared by the DashScope and OpenAI tests."""
+"""Helpers for the provider adapter tests (the fake provider server is the shared
+`provider_server` fixture of tests/conftest.py): connection settings pointing at it with fast retries, and checks shared by the DashScope and OpenAI tests."""
 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterator
-
-import pytest
 
 from engines.ports import ChatMessage
 from engines.providers._common import ConnectionSettings
@@ -40,10 +37,3 @@ def assert_stream_abandoned(server: FakeProviderServer) -> None:
     assert log.done.wait(5)
     assert log.aborted
     assert log.sent < 50
-
-
-@pytest.fixture
-def provider_server() -> Iterator[FakeProviderServer]:
-    server = FakeProviderServer().start()
-    yield server
-    server.stop()
