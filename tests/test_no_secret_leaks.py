@@ -32,8 +32,6 @@ from tests.chat.conftest import (  # noqa: F401  (fixtures)
     chat_kb,
     csrf_pair,
     live_chat_server,
-    openai_provider,
-    provider_server,
     session_cookie_for,
     ws_url,
 )

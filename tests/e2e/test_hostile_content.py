@@ -26,7 +26,7 @@ from chat.contracts import ChatQuery, Requester
 from chat.models import Conversation, Message, MessageRole, MessageStatus, QueryTrace
 from chat.pipeline.rag import RAGService
 from knowledge.models import FAQ, Chunk, Document
-from tests.chat.conftest import live_chat_server, openai_provider, provider_server  # noqa: F401  (fixtures)
+from tests.chat.conftest import live_chat_server
 from tests.chat.test_hostile_content import (  # noqa: F401  (hostile_kb is a fixture)
     ALLOWED_LINK,
     BIDI,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engines.management.commands.milvus_server import LiteServer
-from tests.chat.conftest import openai_provider, provider_server, publish_kb  # noqa: F401
+from tests.chat.conftest import publish_kb
 
 
 def free_port() -> int:
