@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "retrieval",
     "chat",
     "evaluation",
+    "integrations",
 ]
 
 MIDDLEWARE = [
