@@ -1,5 +1,6 @@
 """`ws/chat/` — the turn's events over a WebSocket: `start`, `status`, `token`, `clarify` (a
-clarifying question's choices, before its `end`), `end`, `error`.
+clarifying question's choices, before its `end`), `end`, `error`; and `feedback`, the answer to
+a reader's 👍 / 👎 (`{"type": "feedback", "message_id": …, "verdict": …, "reason"?: …}`).
 
 One socket serves many turns, one at a time. The client sends
 `{"type": "question", "knowledge_base_id": …, "question": …, "conversation_id"?: …, options…}`
@@ -21,11 +22,17 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils.translation import gettext as _
 
 from ragsite.api import error_payload
+from ragsite.errors import ValidationFailed
 from ragsite.db import releasing
 from ragsite.executors import CHAT_TURN, pool, run_admitted
 from ragsite.throttles import caller_from_scope
 
+from .access import requester_of
 from .admission import Refused, admit_question
+from .feedback import services as feedback_services
+from .feedback.serializers import FeedbackInput
+from .selectors import feedback_dict
+from .serializers import first_error
 from .contracts import TurnCancelled
 from .pipeline.events import Delta, Evidence, Finished, Started, Status
 from .pipeline.rag import GENERATION_FAILED
@@ -50,6 +57,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         kind = content.get("type", "question")
         if kind == "cancel":
             await self._cancel_turn()
+            return
+        if kind == "feedback":
+            await self._feedback(content)
             return
         if kind != "question":
             await self._error(_("未知的消息类型：%(type)s") % {"type": kind}, code="invalid_request")
@@ -132,6 +142,36 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if isinstance(admission, Refused):
             return dict(admission.body)
         return admission.query, admission.requester, admission.slot
+
+    # --- feedback on an answer -----------------------------------------------------------------
+
+    async def _feedback(self, content: dict) -> None:
+        """`{"type": "feedback", "message_id": …, "verdict": "up" | "down" | null, "reason"?: …}`
+        (null withdraws it), answered by a `feedback` event, or an `error` event: the same rules
+        and errors as `PUT /api/chat/messages/{id}/feedback`. Allowed while a turn streams."""
+        try:
+            event = await run_admitted(pool(CHAT_TURN), releasing(lambda: self._write_feedback(content)),
+                                       wait=settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS)
+        except Exception as exc:  # noqa: BLE001 — an error event, the socket stays
+            await self._turn_error(exc, session_id="", trace_id="")
+            return
+        await self.send_json(event)
+
+    def _write_feedback(self, content: dict) -> dict:
+        requester = requester_of(user=self.scope.get("user") or AnonymousUser(), session=self.scope.get("session"),
+                                 claim_session=False)
+        message_id = content.get("message_id")
+        if content.get("verdict") is None:
+            feedback_services.withdraw_feedback(requester=requester, message_id=str(message_id))
+            return {"type": "feedback", "message_id": message_id, "verdict": None, "reason": ""}
+        body = FeedbackInput(data={k: v for k, v in content.items() if k in ("verdict", "reason")})
+        if not body.is_valid():
+            raise ValidationFailed(first_error(body.errors), code="invalid_request")
+        feedback = feedback_services.give_feedback(
+            requester=requester, message_id=str(message_id), verdict=body.validated_data["verdict"],
+            reason=body.validated_data["reason"],
+        )
+        return {"type": "feedback", **feedback_dict(feedback)}
 
     async def _cancel_turn(self) -> None:
         if self.runner is not None:

@@ -193,3 +193,47 @@ class QueryTrace(models.Model):
         message = self.assistant_message if self.assistant_message_id else None
         evidence = getattr(message, "evidence", None) if message is not None else None
         return evidence.retrieval_trace if evidence is not None else {}
+
+
+class FeedbackVerdict(models.TextChoices):
+    UP = "up", _("有用")
+    DOWN = "down", _("没用")
+
+
+class AnswerFeedback(models.Model):
+    """A reader's 👍 / 👎 on one answer, with an optional reason; they may change it.
+
+    An answer belongs to one conversation and a conversation to one reader (a user, or an
+    anonymous reader's session), so one row per answer is one per reader per answer. The
+    knowledge base and its version at answer time are copied from the answer's trace: staff
+    filter by them, and a version retired later still names what was judged."""
+
+    message = models.OneToOneField(
+        Message, verbose_name=_("回答消息"), on_delete=models.CASCADE, related_name="feedback"
+    )
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, verbose_name=_("知识库"), on_delete=models.CASCADE, related_name="answer_feedback"
+    )
+    kb_version = models.PositiveIntegerField(_("知识库版本"), null=True, blank=True, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("用户"), null=True, blank=True,
+        on_delete=models.SET_NULL, related_name="+",
+    )
+    session_key = models.CharField(_("会话密钥"), max_length=64, blank=True)
+    verdict = models.CharField(_("评价"), max_length=8, choices=FeedbackVerdict.choices, db_index=True)
+    reason = models.TextField(_("原因"), blank=True)
+    created_at = models.DateTimeField(_("时间"), auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(_("修改时间"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("回答反馈")
+        verbose_name_plural = _("回答反馈")
+        ordering = ["-updated_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(verdict__in=[v.value for v in FeedbackVerdict]), name="answerfeedback_verdict_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return gettext("%(verdict)s：回答 %(id)s") % {"verdict": self.get_verdict_display(), "id": self.message_id}

@@ -63,6 +63,12 @@ CATALOG = {
     "hit_insufficient_context": _("依据不足"),
     "hit_clarify": _("反问确认"),
     "clarify_choices": _("请选择产品："),
+    "feedback_up": _("有用"),
+    "feedback_down": _("没用"),
+    "feedback_reason": _("哪里不对？（可选）"),
+    "feedback_send": _("提交"),
+    "feedback_thanks": _("感谢反馈！"),
+    "feedback_failed": _("反馈提交失败，请稍后重试。"),
     # Why a score is what it is: the words the trace admin uses too.
     **{f"reason_{code}": label for code, label in REASONS.items()},
 }
@@ -91,6 +97,8 @@ def chat_page(request: HttpRequest) -> HttpResponse:
         "urls": {
             "stream": reverse("chat-stream"),
             "conversations": reverse("chat-conversations"),
+            # "…/0/feedback" with the answer's id in place of the 0.
+            "feedback": reverse("chat-feedback", args=[0]),
             "assets": reverse("asset-bytes", args=[0]).removesuffix("0"),
         },
     }

@@ -11,7 +11,7 @@ from django.utils.timezone import localtime
 from knowledge.access import readable_knowledge_bases
 
 from .contracts import Requester
-from .models import Conversation, Message, MessageRole, MessageStatus, QueryTrace, TraceStatus
+from .models import AnswerFeedback, Conversation, Message, MessageRole, MessageStatus, QueryTrace, TraceStatus
 from .pipeline.preparation import HistoryTurn
 
 
@@ -64,11 +64,20 @@ def conversation_summaries(*, requester: Requester, kb_slug: str | None = None) 
     return conversations.order_by("-updated_at")
 
 
+def feedback_dict(feedback: AnswerFeedback) -> dict[str, Any]:
+    return {
+        "message_id": feedback.message_id,
+        "verdict": feedback.verdict,
+        "reason": feedback.reason,
+        "updated_at": localtime(feedback.updated_at).isoformat(),
+    }
+
+
 def conversation_messages(*, conversation: Conversation) -> list[dict[str, Any]]:
     """Messages in order, each assistant answer with the evidence it was shown with."""
     messages = (
         Message.objects.filter(conversation=conversation)
-        .select_related("evidence")
+        .select_related("evidence", "feedback")
         .order_by("created_at", "id")
     )
     out = []
@@ -82,6 +91,7 @@ def conversation_messages(*, conversation: Conversation) -> list[dict[str, Any]]
             "trace_id": str(message.trace_id) if message.trace_id else None,
             "created_at": localtime(message.created_at).isoformat(),
             "evidence": None,
+            "feedback": None,
         }
         evidence = getattr(message, "evidence", None) if message.role == MessageRole.ASSISTANT else None
         if evidence is not None and message.status == MessageStatus.COMPLETE:
@@ -96,5 +106,8 @@ def conversation_messages(*, conversation: Conversation) -> list[dict[str, Any]]
                 "answer_confidence": evidence.answer_confidence,
                 "clarify": (evidence.retrieval_trace or {}).get("clarify"),
             }
+        feedback = getattr(message, "feedback", None) if message.role == MessageRole.ASSISTANT else None
+        if feedback is not None:
+            item["feedback"] = feedback_dict(feedback)
         out.append(item)
     return out

@@ -12,6 +12,7 @@ from ragsite.errors import ValidationFailed
 from retrieval.serializers import AssetOutput, RetrievalOptionsInput, RetrievalResultOutput
 
 from .contracts import ChatOptions, ChatQuery
+from .feedback.serializers import FeedbackOutput
 from .models import MessageRole, MessageStatus
 from .pipeline.rules import load_rules
 
@@ -129,7 +130,7 @@ class ChatRequestInput(RetrievalOptionsInput):
         serializer = cls(data=data, context={"user": user})
         if not serializer.is_valid():
             field, errors = next(iter(serializer.errors.items()))
-            raise ValidationFailed(f"{field}: {_first_error(errors)}", code="invalid_request", errors=serializer.errors)
+            raise ValidationFailed(f"{field}: {first_error(errors)}", code="invalid_request", errors=serializer.errors)
         return serializer.to_query()
 
     def to_query(self) -> ChatQuery:
@@ -157,7 +158,7 @@ class ChatRequestInput(RetrievalOptionsInput):
         )
 
 
-def _first_error(errors) -> str:
+def first_error(errors) -> str:
     """The first message of a field's errors: a list, or for a list field a dict by item index."""
     while isinstance(errors, (dict, list)) and errors:
         errors = next(iter(errors.values())) if isinstance(errors, dict) else errors[0]
@@ -309,6 +310,7 @@ class MessageOutput(serializers.Serializer):
     trace_id = serializers.UUIDField(allow_null=True)
     created_at = serializers.DateTimeField()
     evidence = EvidenceOutput(allow_null=True, help_text="Complete answers only.")
+    feedback = FeedbackOutput(allow_null=True, help_text="The reader's 👍 / 👎 on this answer, if given.")
 
 
 class ConversationDetailOutput(ConversationOutput):

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import views
+from .feedback import views as feedback_views
 
 urlpatterns = [
     path("chat", views.ChatView.as_view(), name="chat"),
@@ -11,4 +12,5 @@ urlpatterns = [
         views.ConversationDetailView.as_view(),
         name="chat-conversation",
     ),
+    path("chat/messages/<str:message_id>/feedback", feedback_views.AnswerFeedbackView.as_view(), name="chat-feedback"),
 ]

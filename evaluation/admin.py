@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from chat.contracts import ConfidenceLevel, HitType, Route
+from chat.models import AnswerFeedback
 from knowledge.access import Role, knowledge_bases_with_role
 from knowledge.admin.display import quiet_code
 from knowledge.admin.scope import KnowledgeScopedAdmin, KnowledgeScopedInline
@@ -26,6 +27,7 @@ from knowledge.forms import embedding_model_label, embedding_model_name
 from ragsite.errors import DomainError
 from retrieval.labels import filter_label, joined, mode_label, stage_label
 
+from .admin_feedback import AnswerFeedbackAdmin
 from .charts import Point, bar_chart, scatter_chart
 from .forms import ImportEvalSetForm
 from .importers import read_native_file, read_shared_uploads
@@ -477,3 +479,7 @@ def _table(headers, rows, *, css_class: str = ""):
         ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows),
     )
     return format_html('<table class="{}"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', css_class, head, body)
+
+
+# The readers' feedback, with the page that turns a 👎 into a question of the default set.
+admin.site.register(AnswerFeedback, AnswerFeedbackAdmin)

@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from chat.models import AnswerFeedback
 from knowledge.models import KnowledgeBase, KnowledgeBaseVersion
 
 
@@ -67,6 +68,11 @@ class EvalCase(models.Model):
     category = models.CharField(_("类别"), max_length=40, blank=True, default="")
     # Questions asked before it in the same conversation: a follow-up is judged in its context.
     history = models.JSONField(_("前序问题"), default=list, blank=True)
+    # The reader's 👎 this case was made from: staff see which feedback is already in the set.
+    feedback = models.ForeignKey(
+        AnswerFeedback, verbose_name=_("来自回答反馈"), null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="eval_cases",
+    )
 
     class Meta:
         verbose_name = _("评测问题")

@@ -248,6 +248,7 @@ class AuditAction(models.TextChoices):
     ITEM_DELETED = "item_deleted", _("删除商品/型号")
     ITEMS_IMPORTED = "items_imported", _("导入商品/型号")
     ITEM_TAGS_EDITED = "item_tags_edited", _("修改分块商品标签")
+    FEEDBACK_CASE_SAVED = "feedback_case_saved", _("反馈转为评测问题")
 
 
 class AuditEntry(models.Model):

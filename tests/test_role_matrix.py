@@ -35,7 +35,7 @@ from PIL import Image
 from rest_framework.authtoken.models import Token
 from websockets.sync.client import connect
 
-from chat.models import Conversation, Message, QueryTrace
+from chat.models import AnswerFeedback, Conversation, Message, QueryTrace
 from evaluation.models import EvalCase, EvalRun, EvalSet
 from knowledge.catalog import services as catalog_services
 from knowledge.faqs import services as faq_services
@@ -127,6 +127,8 @@ def world(db, media_root) -> World:
         trace_id=uuid.uuid4(), knowledge_base=kb, conversation=conversation, assistant_message=message,
         user=users["member"], question=f"{SECRET} 的问题", status="completed",
     )
+    feedback = AnswerFeedback.objects.create(message=message, knowledge_base=kb, user=users["member"],
+                                             verdict="down", reason=f"{SECRET} 答非所问")
     eval_set = EvalSet.objects.create(name=f"{SECRET} 评测", knowledge_base=kb)
     EvalCase.objects.create(eval_set=eval_set, key="1", question=f"{SECRET} 评测问题")
     runs = [EvalRun.objects.create(eval_set=eval_set, label=f"{SECRET} run {n}", knowledge_base=kb) for n in (1, 2)]
@@ -137,7 +139,7 @@ def world(db, media_root) -> World:
     return World(users=users, kb=kb, ids={
         "v1": v1.number, "v2": v2.number, "published": published.pk, "failed": failed.pk, "chunk": chunk.pk,
         "asset": asset.pk, "faq": faq.pk, "item": item.pk, "chunk_item": chunk_item.pk,
-        "conversation": conversation.pk, "trace": trace.pk,
+        "conversation": conversation.pk, "trace": trace.pk, "message": message.pk, "feedback": feedback.pk,
         "activation": activation.pk, "eval_set": eval_set.pk, "runs": [r.pk for r in runs], "token": token.pk,
         "namespace": kb.cache_namespace.pk, "version_pk": v1.pk, "member_pk": users["member"].pk,
         "group": members.pk, "audit": AuditEntry.objects.filter(knowledge_base=kb).latest("pk").pk,
@@ -239,6 +241,11 @@ API: dict[str, list[Call]] = {
     "api/chat/stream": [Call("POST", "reader", "/api/chat/stream", _question(), live=True)],
     "api/chat/conversations": [Call("GET", "anyone", "/api/chat/conversations", lists_secret="owner")],
     "api/chat/conversations/<uuid:conversation_id>": [Call("GET", "owner", "/api/chat/conversations/{conversation}")],
+    "api/chat/messages/<str:message_id>/feedback": [
+        Call("GET", "owner", "/api/chat/messages/{message}/feedback"),
+        Call("PUT", "owner", "/api/chat/messages/{message}/feedback", {"verdict": "up"}),
+        Call("DELETE", "owner", "/api/chat/messages/{message}/feedback"),
+    ],
     "api/schema/": [Call("GET", "anyone", "/api/schema/")],
     "api/docs/": [Call("GET", "anyone", "/api/docs/")],
     "events/kb/<int:kb_id>/": [Call("GET", "editor", "/events/kb/{kb_pk}/", live=True)],
@@ -273,6 +280,7 @@ ADMIN_MODELS = {
     "knowledge/cachenamespace": AdminModel(SCOPED, "namespace", add=None, delete=None),
     "chat/querytrace": AdminModel(SCOPED, "trace", add=None, delete=None),
     "chat/conversation": AdminModel(SCOPED, "conversation", add=None),
+    "chat/answerfeedback": AdminModel(SCOPED, "feedback", add=None, change_post=False),
     "evaluation/evalset": AdminModel(SCOPED, "eval_set"),
     "evaluation/evalrun": AdminModel(SCOPED, "run1", add=None),
     "auth/user": AdminModel(SUPERUSER, "member_pk"),
@@ -300,6 +308,7 @@ ADMIN_PAGES = {
     "admin/knowledge/item/import/": ("/admin/knowledge/item/import/", "edits"),
     "admin/knowledge/document/<int:document_id>/retry/": ("/admin/knowledge/document/{failed}/retry/", "editor-post"),
     "admin/knowledge/documentasset/<int:asset_id>/image/": ("/admin/knowledge/documentasset/{asset}/image/", "editor"),
+    "admin/chat/answerfeedback/<int:pk>/case/": ("/admin/chat/answerfeedback/{feedback}/case/", "editor"),
     "admin/evaluation/evalset/import/": ("/admin/evaluation/evalset/import/", "edits"),
     "admin/evaluation/evalrun/compare/<int:a>/<int:b>/": ("/admin/evaluation/evalrun/compare/{run1}/{run2}/", "editor"),
     "admin/evaluation/evalrun/charts/": ("/admin/evaluation/evalrun/charts/?ids={run1},{run2}", "editor"),

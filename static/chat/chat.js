@@ -399,7 +399,10 @@
       error: node("p", "msg-error"),
       sources: node("div", "sources"),
       choices: node("div", "clarify"),
+      feedbackBar: node("div", "feedback"),
       clarify: null,
+      messageId: null,
+      feedback: null, // {verdict, reason} the reader gave, as the server stored it
       text: "",
       citations: [],
       confidence: null,
@@ -411,6 +414,7 @@
     view.error.setAttribute("role", "alert");
     view.sources.hidden = true;
     view.choices.hidden = true;
+    view.feedbackBar.hidden = true;
     view.meta.hidden = true;
     item.appendChild(view.meta);
     item.appendChild(view.answer);
@@ -418,6 +422,7 @@
     item.appendChild(view.note);
     item.appendChild(view.error);
     item.appendChild(view.sources);
+    item.appendChild(view.feedbackBar);
     el.messages.appendChild(item);
     views.set(item, view);
     return view;
@@ -486,6 +491,71 @@
     });
     view.choices.appendChild(list);
     view.choices.hidden = false;
+  }
+
+  // 👍 / 👎 under a finished answer; the reader may change or withdraw it (pressed again).
+  // A 👎 opens a field for what was wrong, sent with the verdict.
+  function renderFeedback(view, note) {
+    var bar = view.feedbackBar;
+    bar.textContent = "";
+    if (!view.messageId || view.hitType === "clarify") {
+      bar.hidden = true;
+      return;
+    }
+    var verdict = view.feedback ? view.feedback.verdict : null;
+    [["up", "👍"], ["down", "👎"]].forEach(function (pair) {
+      var button = node("button", "feedback-button", pair[1]);
+      button.type = "button";
+      button.title = t("feedback_" + pair[0]);
+      button.setAttribute("aria-label", t("feedback_" + pair[0]));
+      button.setAttribute("aria-pressed", String(verdict === pair[0]));
+      button.setAttribute("data-verdict", pair[0]);
+      button.addEventListener("click", function () {
+        sendFeedback(view, verdict === pair[0] ? null : pair[0], "");
+      });
+      bar.appendChild(button);
+    });
+    if (verdict === "down") {
+      var form = node("form", "feedback-reason");
+      var input = node("input");
+      input.type = "text";
+      input.maxLength = 1000;
+      input.placeholder = t("feedback_reason");
+      input.setAttribute("aria-label", t("feedback_reason"));
+      input.value = view.feedback.reason || "";
+      var send = node("button", null, t("feedback_send"));
+      send.type = "submit";
+      form.appendChild(input);
+      form.appendChild(send);
+      form.addEventListener("submit", function (event) {
+        event.preventDefault();
+        sendFeedback(view, "down", input.value);
+      });
+      bar.appendChild(form);
+    }
+    if (note) bar.appendChild(node("span", "feedback-note", note));
+    bar.hidden = false;
+  }
+
+  function sendFeedback(view, verdict, reason) {
+    var url = config.urls.feedback.replace(/\/0\/feedback$/, "/" + encodeURIComponent(view.messageId) + "/feedback");
+    fetch(url, {
+      method: verdict ? "PUT" : "DELETE",
+      credentials: "same-origin",
+      headers: headers({ "Content-Type": "application/json", "X-CSRFToken": csrfToken() }),
+      body: verdict ? JSON.stringify({ verdict: verdict, reason: reason || "" }) : undefined,
+    })
+      .then(function (response) {
+        if (!response.ok) throw new Error(String(response.status));
+        return verdict ? response.json() : null;
+      })
+      .then(function (stored) {
+        view.feedback = stored;
+        renderFeedback(view, stored ? t("feedback_thanks") : "");
+      })
+      .catch(function () {
+        renderFeedback(view, t("feedback_failed"));
+      });
   }
 
   function renderSources(view) {
@@ -771,10 +841,13 @@
       view.confidence = evidence.answer_confidence || null;
       view.hitType = evidence.hit_type || null;
       view.clarify = evidence.clarify || null;
+      view.messageId = message.status === "complete" ? message.id : null;
+      view.feedback = message.feedback || null;
       renderView(view);
       renderMeta(view);
       renderSources(view);
       renderClarify(view);
+      renderFeedback(view);
       if (message.status === "cancelled") showNote(view, t("stopped"));
       else if (message.status === "error") showError(view, t("error"));
     });
@@ -851,10 +924,12 @@
         view.confidence = data.answer_confidence || null;
         view.hitType = data.hit_type || null;
         if (data.conversation_id && data.conversation_id !== state.conversationId) setConversation(data.conversation_id);
+        view.messageId = data.message_id || null;
         turn.answered = true;
         renderView(view);
         renderMeta(view);
         renderSources(view);
+        renderFeedback(view);
         break;
       case "error":
         turn.failed = true;
