@@ -11,7 +11,6 @@ page's renderer and sanitizer, with no link followed). Codes are shown in words 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from django.conf import settings
@@ -30,13 +29,12 @@ from retrieval.labels import cache_event_code, cache_event_label, filter_label
 from . import labels
 from .contracts import HIT_TYPES, ROUTES, ConfidenceLevel, HitType, Intent, Route, VerificationStatus
 from .models import Conversation, Message, MessageRole, QueryTrace
+from .pipeline.citations import readable_markers
 
 CONFIDENCE_COLOURS = {"high": "#15803d", "medium": "#b45309", "low": "#b91c1c"}
 # The media of pages that show answers: the chat page's markdown renderer and sanitizer, and the
 # script that renders each answer with them.
 ANSWER_MEDIA_JS = ["vendor/marked/marked.umd.js", "vendor/dompurify/purify.min.js", "chat/answer_markdown.js", "chat/admin_answer.js"]
-# An answer's citation marker, shown as "[来源 N]" until the page renders the markdown.
-CITATION_MARKER = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
 
 # `degradations` is a JSON list of distinct codes. JSON containment (`__contains`) is not
 # supported on SQLite, so "which degradation" compares each list position instead (an index
@@ -239,7 +237,7 @@ def answer_block(text: str, citations: list[dict[str, Any]], *, element_id: str)
     valid = [c for c in citations or [] if isinstance(c, dict)]
     return render_to_string("admin/chat/answer.html", {
         "element_id": element_id,
-        "plain": CITATION_MARKER.sub(r"[来源 \1]", text),
+        "plain": readable_markers(text),
         "source": {
             "text": text,
             "citations": [c["number"] for c in valid if isinstance(c.get("number"), int)],

@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from chat.pipeline.citations import readable_markers
 from chat.contracts import ConfidenceLevel, HitType, Route
 from chat.models import AnswerFeedback
 from knowledge.access import Role, knowledge_bases_with_role
@@ -71,8 +72,6 @@ RUN_OPTIONS = {"rewrite": gettext_lazy("问题改写"), "rerank": gettext_lazy("
                "hyde": gettext_lazy("假设答案检索"), "dynamic": gettext_lazy("动态返回条数")}
 # The label `evaluation.answers` gives a run of the whole answering pipeline.
 ANSWERS_LABEL = "rag"
-# A citation marker in an answer, shown as "[来源 N]" in the per-question rows.
-CITATION_MARKER = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
 # The model services a run may have used (`settings.RAG_PROVIDER`).
 PROVIDERS = {"local": gettext_lazy("本地模型"), "dashscope": gettext_lazy("阿里云百炼"), "openai": gettext_lazy("OpenAI 兼容服务")}
 # Model calls a run counts (`evaluation.runner.Usage`).
@@ -455,7 +454,7 @@ class EvalRunAdmin(KnowledgeScopedAdmin):
                 "、".join(result.gold) or "—",
                 "；".join(f"{item['rank']}. {item.get('title') or item['key']}" for item in result.retrieved[:5]) or "—",
                 result.gold_rank or _("未找到"),
-                CITATION_MARKER.sub(r"[来源 \1]", result.answer)[:200] or "—",
+                readable_markers(result.answer)[:200] or "—",
             )
             for result in results
         ]

@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from chat.feedback.selectors import feedback_for_review
+from chat.pipeline.citations import readable_markers
 from chat.models import AnswerFeedback, ChatEvidence, FeedbackVerdict, QueryTrace
 from knowledge.access import Role
 from knowledge.admin.common import ADMIN_CSS, report_error
@@ -108,11 +109,11 @@ class AnswerFeedbackAdmin(KnowledgeScopedAdmin):
 
     @admin.display(description=gettext_lazy("回答"))
     def answer_excerpt(self, feedback: AnswerFeedback):
-        return _excerpt(feedback.message.content)
+        return _excerpt(readable_markers(feedback.message.content))
 
     @admin.display(description=gettext_lazy("回答"))
     def answer(self, feedback: AnswerFeedback):
-        return feedback.message.content
+        return readable_markers(feedback.message.content)
 
     @admin.display(description=gettext_lazy("问答追踪"))
     def trace_link(self, feedback: AnswerFeedback):
@@ -148,14 +149,20 @@ class AnswerFeedbackAdmin(KnowledgeScopedAdmin):
             else:
                 if saved.set_created:
                     messages.info(request, _("知识库没有默认评测集，已新建默认评测集「%(set)s」。") % {"set": saved.case.eval_set.name})
-                messages.success(request, _("已保存评测问题 %(key)s（评测集「%(set)s」），下次上线检查会评测它。") % {
-                    "key": saved.case.key, "set": saved.case.eval_set.name})
+                names = {"key": saved.case.key, "set": saved.case.eval_set.name}
+                messages.success(request, (
+                    _("已保存评测问题 %(key)s（评测集「%(set)s」），下次上线检查会评测它。") if saved.case.answerable
+                    # The release check measures retrieval: a question with nothing to find is
+                    # judged by the answers evaluation (did the answer say "not enough information").
+                    else _("已保存不可回答的评测问题 %(key)s（评测集「%(set)s」）：答案评测会检查回答是否为“信息不足”，上线检查只评测有期望分块的问题。")
+                ) % names)
                 return HttpResponseRedirect(reverse("admin:chat_answerfeedback_changelist"))
         trace = _trace_of(feedback)
         return TemplateResponse(request, "admin/evaluation/feedback_case.html", {
             **self.admin_site.each_context(request), "title": _("转为评测问题"), "form": form,
             "opts": self.model._meta, "form_id": "feedback-case-form", "submit_label": _("保存评测问题"),
             "feedback": feedback, "question": trace.question if trace is not None else "",
+            "answer": readable_markers(feedback.message.content),
             "hit_test_url": reverse("hit-test", args=[feedback.knowledge_base_id]),
         })
 

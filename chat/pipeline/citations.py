@@ -27,6 +27,12 @@ _CITATION = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
 _IMAGE = re.compile(r"!\[[^\]\n]*\]\(asset://\d+\)")
 
 
+def readable_markers(answer: str) -> str:
+    """The answer with each citation link written as the reader sees it, "[来源 N]": for pages
+    and protocols that show the text as it is, not the chat page's markdown."""
+    return _CITATION.sub(lambda m: f"[来源 {m.group(1)}]", answer)
+
+
 @dataclass(frozen=True)
 class SourceBase:
     """How a citation names the knowledge base its source belongs to."""

@@ -503,15 +503,15 @@
       return;
     }
     var verdict = view.feedback ? view.feedback.verdict : null;
-    [["up", "👍"], ["down", "👎"]].forEach(function (pair) {
-      var button = node("button", "feedback-button", pair[1]);
+    ["up", "down"].forEach(function (kind) {
+      var button = node("button", "feedback-button");
       button.type = "button";
-      button.title = t("feedback_" + pair[0]);
-      button.setAttribute("aria-label", t("feedback_" + pair[0]));
-      button.setAttribute("aria-pressed", String(verdict === pair[0]));
-      button.setAttribute("data-verdict", pair[0]);
+      button.appendChild(thumb(kind));
+      button.appendChild(node("span", null, t("feedback_" + kind)));
+      button.setAttribute("aria-pressed", String(verdict === kind));
+      button.setAttribute("data-verdict", kind);
       button.addEventListener("click", function () {
-        sendFeedback(view, verdict === pair[0] ? null : pair[0], "");
+        sendFeedback(view, verdict === kind ? null : kind, "");
       });
       bar.appendChild(button);
     });
@@ -535,6 +535,20 @@
     }
     if (note) bar.appendChild(node("span", "feedback-note", note));
     bar.hidden = false;
+  }
+
+  // A thumb drawn as SVG: emoji fonts are not on every machine (a box would show instead).
+  var THUMB_UP = "M2 10h4v11H2zM8 21h9.2a2 2 0 0 0 2-1.6l1.6-7A2 2 0 0 0 18.8 10H14l.9-4.4A1.8 1.8 0 0 0 11.6 4L8 10z";
+
+  function thumb(kind) {
+    var svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("class", "thumb thumb-" + kind);
+    var path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+    path.setAttribute("d", THUMB_UP);
+    svg.appendChild(path);
+    return svg;
   }
 
   function sendFeedback(view, verdict, reason) {

@@ -138,6 +138,7 @@ def test_anonymous_visitors_get_a_csrf_cookie_but_no_session_for_looking(client)
     assert config["csrf_token"] and config["csrf_cookie_name"] == settings.CSRF_COOKIE_NAME
     assert config["urls"] == {
         "stream": "/api/chat/stream", "conversations": "/api/chat/conversations", "assets": "/api/assets/",
+        "feedback": "/api/chat/messages/0/feedback",
     }
 
 
