@@ -17,12 +17,14 @@ days" → 几天, "where" → 哪里). Nothing here is a translation a reader se
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from engines.lexical import CJK_CHARS, normalise, segmenter
+from engines.lexical import CJK_CHARS, model_code_matches, normalise, segmenter
 
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:\.\d+)?")
 _CJK = re.compile(f"[{CJK_CHARS}]")
 _CODE = re.compile(r"\b(?=[A-Za-z0-9.-]*\d)[A-Za-z0-9][A-Za-z0-9.-]*\b")
 _PARENTHESES = re.compile(r"\([^)]*\)")
@@ -96,11 +98,17 @@ def concepts(question: str) -> tuple[Concept, ...]:
     its words. Codes ("X3", "VPN", "P2") stay as they are: they are written the same in Chinese
     text."""
     index = _index()
-    tokens = [_stem_forms(w) for w in _LATIN_WORD.findall((question or "").lower().replace("’", "'"))]
+    tokens, models = _tokens(question)
     found: list[Concept] = []
     position = 0
     while position < len(tokens):
         forms = tokens[position]
+        if position in models:
+            # A model name as written ("X3 Pro"): its suffix is part of the name, not the
+            # English word ("pro" is no professional here).
+            found.append(Concept(forms[0], (models[position],)))
+            position += 1
+            continue
         if not forms or forms[0] in _STOP:
             position += 1
             continue
@@ -120,6 +128,23 @@ def concepts(question: str) -> tuple[Concept, ...]:
         else:
             position += 1
     return tuple(found)
+
+
+def _tokens(question: str) -> tuple[list[tuple[str, ...]], dict[int, str]]:
+    """The question's words (each with its stem forms) in order, and which of them are model
+    names (token index → the name as written): "X3 Pro" is one token, "3" a number token."""
+    text = unicodedata.normalize("NFKC", question or "").replace("’", "'")
+    tokens: list[tuple[str, ...]] = []
+    models: dict[int, str] = {}
+    start = 0
+    for match in [*model_code_matches(text), None]:
+        end = match.start() if match is not None else len(text)
+        tokens += [_stem_forms(w) for w in _WORD.findall(text[start:end].lower())]
+        if match is not None:
+            models[len(tokens)] = match.group(0)
+            tokens.append((match.group(0).lower(),))
+            start = match.end()
+    return tokens, models
 
 
 def shape(question: str) -> str:

@@ -230,6 +230,11 @@ _MODEL_CODE = re.compile(
 )
 
 
+def model_code_matches(text: str) -> list[re.Match]:
+    """The model names in `text` (NFKC) with where they are: for callers that cut around them."""
+    return list(_MODEL_CODE.finditer(text))
+
+
 def model_code_spans(text: str) -> list[str]:
     """The model names in `text` as written (NFKC), in order: "星河X3 Pro 和 X5" → ["X3 Pro", "X5"]."""
     return [m.group(0) for m in _MODEL_CODE.finditer(unicodedata.normalize("NFKC", text))]

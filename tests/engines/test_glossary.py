@@ -43,3 +43,12 @@ def test_search_words_offer_every_alternative_of_each_concept():
 
     words = search_words("What is the router's management address?").split()
     assert {"路由器", "管理", "地址"} <= set(words)
+
+
+def test_a_model_name_and_a_number_stay_as_written():
+    # when: a model whose suffix is also an English word, and a number
+    rendered = rendering("How long is the X3 Pro warranty?", "星河X3 Pro 的整机保修期是 3 年。")
+    found = concepts("Is the 3 year warranty for the X5 Mesh?")
+    # then: "Pro" is part of the name (never "professional"), "3" is kept
+    assert rendered == "X3 Pro 保修期多久？"
+    assert [c.english for c in found] == ["3", "year", "warranty", "x5 mesh"] and found[-1].chinese == ("X5 Mesh",)
