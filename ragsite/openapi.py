@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 from drf_spectacular.authentication import SessionScheme as SpectacularSessionScheme
 from drf_spectacular.authentication import TokenScheme as SpectacularTokenScheme
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
@@ -124,12 +125,23 @@ class ApiTag:
 
 
 TAGS = (
-    ApiTag("knowledge-bases", _("知识库"),
-           _("知识库、版本、文档与 FAQ 的管理。写操作需要该知识库的编辑者或发布者角色。")),
-    ApiTag("retrieval", _("检索"), _("只检索证据、不生成答案；`explain` 另返回完整的检索追踪。")),
-    ApiTag("chat", _("问答"), _("带引用来源的问答（JSON 或流式 SSE）与对话历史。")),
-    ApiTag("assets", _("证据图片与预览"), _("答案与检索结果引用的图片和 PDF 区域预览，按知识库的读取权限校验。")),
-    ApiTag("admin", _("运维"), _("面向知识库编辑者的运维操作。")),
+    ApiTag(
+        "knowledge-bases", pgettext_lazy("API tag", "知识库"),
+        _("知识库、版本、文档与 FAQ 的管理。写操作需要该知识库的编辑者或发布者角色。"),
+    ),
+    ApiTag(
+        "retrieval", pgettext_lazy("API tag", "检索"),
+        _("只检索证据、不生成答案；`explain` 另返回完整的检索追踪。"),
+    ),
+    ApiTag(
+        "chat", pgettext_lazy("API tag", "问答"),
+        _("带引用来源的问答（JSON 或流式 SSE）与对话历史。"),
+    ),
+    ApiTag(
+        "assets", pgettext_lazy("API tag", "证据图片与预览"),
+        _("答案与检索结果引用的图片和 PDF 区域预览，按知识库的读取权限校验。"),
+    ),
+    ApiTag("admin", pgettext_lazy("API tag", "运维"), _("面向知识库编辑者的运维操作。")),
 )
 # The chunk previews are citation media like the assets: one group.
 TAG_ALIASES = {"chunks": "assets"}

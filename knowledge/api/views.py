@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -508,7 +508,7 @@ class FAQDetailView(APIView):
     @extend_schema(
         summary=gettext_lazy("删除 FAQ"),
         description=gettext_lazy("删除一条常见问题，成功返回 204。需要编辑者角色。"),
-        responses={204: None},
+        responses={204: OpenApiResponse(description=gettext_lazy("已删除，无响应体。"))},
     )
     def delete(self, request: Request, kb_id: str, faq_id: int) -> Response:
         faq = access_faq(user=request.user, kb_id=kb_id, faq_id=faq_id, role=Role.EDITOR)
