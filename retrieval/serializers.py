@@ -50,7 +50,7 @@ class MetadataFiltersField(serializers.Field):
     def __init__(self, **kwargs):
         kwargs.setdefault("help_text", format_lazy(
             _("元数据过滤条件，最多 {n} 个，须全部满足；与 document_ids 一样在就绪文档中求交，并记入检索追踪。"
-              "例如 {{\"field\": \"部门\", \"op\": \"eq\", \"value\": \"人力资源部\"}}。"),
+              "例如 `{{\"field\": \"部门\", \"op\": \"eq\", \"value\": \"人力资源部\"}}`。"),
             n=MAX_FILTERS,
         ))
         super().__init__(**kwargs)

@@ -266,7 +266,7 @@ class DocumentUploadInput(serializers.Serializer):
     attributes = AttributesField(
         required=False, default=dict,
         help_text=_('本次上传的每个新文档的元数据：一个 JSON 对象的文本，如 '
-                    '{"部门": "人力资源部", "生效日期": "2025-01-01"}。已存在的文件保留它自己的元数据。'),
+                    '`{"部门": "人力资源部", "生效日期": "2025-01-01"}`。已存在的文件保留它自己的元数据。'),
     )
 
 
