@@ -146,6 +146,18 @@ TAGS = (
 # The chunk previews are citation media like the assets: one group.
 TAG_ALIASES = {"chunks": "assets"}
 
+# The path parameters' meaning, by name, for every operation that has one (a view names them in
+# its URL pattern only). A new name gets its entry here, or its own OpenApiParameter.
+PATH_PARAMETERS = {
+    "kb_id": _("知识库标识（slug），即知识库的 `id`。"),
+    "number": _("版本号（`number`）。"),
+    "document_id": _("文档 ID。"),
+    "faq_id": _("FAQ 的 ID。"),
+    "asset_id": _("图片 ID（检索结果与引用的 `assets[].id`）。"),
+    "chunk_id": _("分块 ID（检索结果与引用的 `chunk_id`）。"),
+    "conversation_id": _("对话 ID（问答响应的 `conversation_id`）。"),
+}
+
 
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
     """`extend_schema(responses={200: X, **error_responses(409)})`."""
@@ -237,6 +249,9 @@ class AutoSchema(SpectacularAutoSchema):
         if operation is None:
             return None
         parameters = operation.get("parameters", [])
+        for parameter in parameters:
+            if parameter["in"] == "path" and parameter["name"] in PATH_PARAMETERS:
+                parameter.setdefault("description", PATH_PARAMETERS[parameter["name"]])
         statuses = {401, 503}
         # Any query parameter can be refused (a page's limit with a NUL in it, too).
         if "requestBody" in operation or any(p["in"] == "query" for p in parameters):

@@ -72,6 +72,15 @@ def test_every_operation_has_a_chinese_summary_and_description(chinese_schema):
     assert missing == []
 
 
+def test_every_parameter_is_described(chinese_schema, english_schema):
+    for schema in (chinese_schema, english_schema):
+        undescribed = [
+            (label, parameter["name"]) for label, operation in operations(schema)
+            for parameter in operation.get("parameters", []) if not parameter.get("description")
+        ]
+        assert undescribed == []
+
+
 def test_every_text_of_the_chinese_schema_is_chinese(chinese_schema):
     # given: the default schema
     # when: every summary and description is read (the error responses, fields, tags, security)
