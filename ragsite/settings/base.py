@@ -258,6 +258,10 @@ SPECTACULAR_SETTINGS = {
     # served in the request's language (ragsite/openapi.py: describe_api). Docstrings are code
     # documentation, never the schema's: they cannot be translated.
     "DISABLE_DOCSTRING_DESCRIPTIONS": True,
+    # Operation ids and groups (tags) come from the path after this prefix. Spectacular would
+    # otherwise take the paths' common prefix, which turns to "/" (every tag "api", every id
+    # "api_…") as soon as one endpoint lives outside /api/ (the OpenAI-style /v1/…).
+    "SCHEMA_PATH_PREFIX": r"/(?:api|v1)/",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
