@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -19,8 +20,8 @@ from .pipeline.rules import load_rules
 MAX_CHOSEN_ITEMS = 5
 
 class UIMessagePartInput(serializers.Serializer):
-    type = serializers.CharField(help_text='Only "text" parts are read.')
-    text = serializers.CharField(required=False, allow_blank=True, help_text="Required in a text part.")
+    type = serializers.CharField(help_text=gettext_lazy("只读取 \"text\" 类型的片段。"))
+    text = serializers.CharField(required=False, allow_blank=True, help_text=gettext_lazy("text 片段必填。"))
 
 
 class UIMessageInput(serializers.Serializer):
@@ -28,7 +29,7 @@ class UIMessageInput(serializers.Serializer):
     (or its older `content` string). Other roles and parts are accepted and not read."""
 
     id = serializers.CharField(required=False, allow_blank=True)
-    role = serializers.CharField(help_text='"user", "assistant" or "system".')
+    role = serializers.CharField(help_text=gettext_lazy("\"user\"、\"assistant\" 或 \"system\"；问题取最后一条 user 消息的文本。"))
     parts = UIMessagePartInput(many=True, required=False)
     content = serializers.CharField(required=False, allow_blank=True)
 
@@ -66,28 +67,37 @@ class ChatRequestInput(RetrievalOptionsInput):
     COSTLY_FLAGS = (*RetrievalOptionsInput.COSTLY_FLAGS, "enable_hyde")
 
     # The conversation's knowledge base; with `knowledge_base_ids`, the first of those unless given.
-    knowledge_base_id = serializers.CharField(max_length=64, required=False)
+    knowledge_base_id = serializers.CharField(
+        max_length=64, required=False,
+        help_text=gettext_lazy("提问的知识库标识；与 knowledge_base_ids 至少给出一个。"),
+    )
     knowledge_base_ids = KnowledgeBaseIdsField(
         required=False, allow_empty=False,
-        help_text="Several knowledge bases for one question: their evidence is ranked together and "
-                  "each citation names its knowledge base.",
+        help_text=gettext_lazy("一次提问同时检索多个知识库：证据统一排序，每条引用注明所属知识库。"
+                               "数量上限为 RAG_MAX_KNOWLEDGE_BASES_PER_QUESTION。"),
     )
-    question = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    conversation_id = serializers.UUIDField(required=False, allow_null=True)
+    question = serializers.CharField(
+        required=False, allow_blank=True, trim_whitespace=False,
+        help_text=gettext_lazy("问题文本；不给出时取 AI SDK `messages` 中最后一条用户消息的文本。"),
+    )
+    conversation_id = serializers.UUIDField(
+        required=False, allow_null=True, help_text=gettext_lazy("继续这个对话；不传则新建对话。"),
+    )
     # AI SDK (DefaultChatTransport): {id, messages, trigger, messageId, ...body}
     id = serializers.CharField(required=False, allow_blank=True, max_length=100)
-    messages = UIMessagesField(child=serializers.JSONField(), required=False)
+    messages = UIMessagesField(
+        child=serializers.JSONField(), required=False,
+        help_text=gettext_lazy("AI SDK 的 UI 消息（条数上限 RAG_MAX_CHAT_MESSAGES）。"),
+    )
     trigger = serializers.CharField(required=False, allow_blank=True, max_length=50)
     messageId = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=100)  # noqa: N815
     item_ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1), required=False, max_length=MAX_CHOSEN_ITEMS,
-        help_text="The items chosen from a clarifying question (`clarify.choices[].item_id`): the question "
-                  "is asked again about them.",
+        help_text=gettext_lazy("从澄清问题中选出的商品（`clarify.choices[].item_id`）：针对它们重新回答这个问题。"),
     )
     enable_hyde = serializers.BooleanField(
         required=False, allow_null=True, default=None,
-        help_text="Also search with a hypothetical answer written by the chat model (needs a generative "
-                  "provider); unset: the rules file's default.",
+        help_text=gettext_lazy("另用聊天模型写出的假设答案检索（HyDE，需要生成式模型服务）；不传则按规则文件的默认值。"),
     )
 
     def validate(self, data):
@@ -194,7 +204,7 @@ def last_user_text(messages) -> str:
 
 
 class SupportSpanOutput(serializers.Serializer):
-    line = serializers.IntegerField(help_text="0-based answer line citing it; -1: chosen for the question.")
+    line = serializers.IntegerField(help_text=gettext_lazy("引用它的答案行号（从 0 开始）；-1 表示按问题选出。"))
     chunk_id = serializers.IntegerField(allow_null=True)
     start = serializers.IntegerField()
     end = serializers.IntegerField()
@@ -204,9 +214,9 @@ class SupportSpanOutput(serializers.Serializer):
 
 
 class CitationOutput(serializers.Serializer):
-    number = serializers.IntegerField(help_text="N of `[来源 N]`.")
+    number = serializers.IntegerField(help_text=gettext_lazy("答案中 `[来源 N]` 的 N。"))
     kind = serializers.ChoiceField(
-        choices=["chunk", "faq", "web"], help_text='"web": a web page, not the knowledge base\'s content.'
+        choices=["chunk", "faq", "web"], help_text=gettext_lazy("\"web\"：网页，不是知识库的内容。")
     )
     title = serializers.CharField(allow_blank=True)
     text = serializers.CharField(allow_blank=True)
@@ -223,13 +233,13 @@ class CitationOutput(serializers.Serializer):
     preview_url = serializers.CharField(allow_null=True)
     assets = AssetOutput(many=True)
     spans = SupportSpanOutput(many=True)
-    cited = serializers.BooleanField(help_text="The answer cites it inline.")
-    knowledge_base = serializers.CharField(allow_blank=True, help_text="Slug of the source's knowledge base.")
+    cited = serializers.BooleanField(help_text=gettext_lazy("答案正文中引用了它。"))
+    knowledge_base = serializers.CharField(allow_blank=True, help_text=gettext_lazy("来源所属知识库的标识。"))
     knowledge_base_name = serializers.CharField(allow_blank=True)
     url = serializers.CharField(
-        allow_blank=True, help_text="A web source's page (\"\" for other kinds); opened by the reader only."
+        allow_blank=True, help_text=gettext_lazy("网页来源的地址（其他类型为 \"\"）；只由读者自己打开。")
     )
-    site = serializers.CharField(allow_blank=True, help_text="A web source's site (host name).")
+    site = serializers.CharField(allow_blank=True, help_text=gettext_lazy("网页来源的网站（主机名）。"))
 
 
 class IntentOutput(serializers.Serializer):
@@ -259,24 +269,30 @@ class ClarifyOutput(serializers.Serializer):
     """A clarifying question: ask `question` again with `item_ids` set to the chosen choice."""
 
     question = serializers.CharField()
-    mention = serializers.CharField(allow_blank=True, help_text="The words that fit several items.")
+    mention = serializers.CharField(allow_blank=True, help_text=gettext_lazy("问题中同时符合多个商品的词。"))
     choices = ClarifyChoiceOutput(many=True)
 
 
 class ChatTurnOutput(serializers.Serializer):
-    trace_id = serializers.UUIDField()
-    conversation_id = serializers.UUIDField()
-    user_message_id = serializers.IntegerField()
-    message_id = serializers.IntegerField(help_text="The answer's message.")
-    answer = serializers.CharField(allow_blank=True)
-    route = serializers.CharField()
-    hit_type = serializers.CharField(allow_blank=True)
+    trace_id = serializers.UUIDField(help_text=gettext_lazy("本轮问答的追踪 ID，排查问题时提供。"))
+    conversation_id = serializers.UUIDField(help_text=gettext_lazy("所属对话；继续提问时作为 conversation_id 传回。"))
+    user_message_id = serializers.IntegerField(help_text=gettext_lazy("问题消息的 ID。"))
+    message_id = serializers.IntegerField(help_text=gettext_lazy("答案消息的 ID。"))
+    answer = serializers.CharField(
+        allow_blank=True, help_text=gettext_lazy("答案（Markdown），以 `[来源 N]` 标注引用。"),
+    )
+    route = serializers.CharField(help_text=gettext_lazy("问题被路由到的处理方式。"))
+    hit_type = serializers.CharField(
+        allow_blank=True,
+        help_text=gettext_lazy("答案的来源：direct_answer（直接回答）、faq_exact / faq_direct（FAQ）、"
+                               "rag（检索生成）、insufficient_context（资料不足）、clarify（反问澄清）。"),
+    )
     intent = IntentOutput()
-    citations = CitationOutput(many=True)
-    answer_confidence = AnswerConfidenceOutput(allow_null=True)
-    retrieval = serializers.DictField(help_text="Diagnostics: plan, query variants, timings, cache, degradations.")
-    kb_version = serializers.IntegerField(allow_null=True)
-    clarify = ClarifyOutput(allow_null=True, help_text='With hit_type "clarify": the items to choose from.')
+    citations = CitationOutput(many=True, help_text=gettext_lazy("答案引用的来源，按编号排列。"))
+    answer_confidence = AnswerConfidenceOutput(allow_null=True, help_text=gettext_lazy("答案的可信度评估。"))
+    retrieval = serializers.DictField(help_text=gettext_lazy("诊断信息：检索计划、查询变体、耗时、缓存、降级。"))
+    kb_version = serializers.IntegerField(allow_null=True, help_text=gettext_lazy("回答时使用的知识库版本号。"))
+    clarify = ClarifyOutput(allow_null=True, help_text=gettext_lazy("hit_type 为 \"clarify\" 时：需要用户选择的商品。"))
 
 
 class ConversationOutput(serializers.Serializer):
@@ -309,8 +325,8 @@ class MessageOutput(serializers.Serializer):
     error_code = serializers.CharField(allow_blank=True)
     trace_id = serializers.UUIDField(allow_null=True)
     created_at = serializers.DateTimeField()
-    evidence = EvidenceOutput(allow_null=True, help_text="Complete answers only.")
-    feedback = FeedbackOutput(allow_null=True, help_text="The reader's 👍 / 👎 on this answer, if given.")
+    evidence = EvidenceOutput(allow_null=True, help_text=gettext_lazy("答案当时展示的证据；仅完整的答案有。"))
+    feedback = FeedbackOutput(allow_null=True, help_text=gettext_lazy("读者对这条回答的评价（有用 / 没用），没有评价时为 null。"))
 
 
 class ConversationDetailOutput(ConversationOutput):

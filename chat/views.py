@@ -17,6 +17,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.utils.timezone import localtime
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.authentication import TokenAuthentication
@@ -244,7 +245,20 @@ class ChatView(APIView):
     # 403: costly options asked for anonymously; 404: a knowledge base or conversation the caller
     # may not read; 429: rate limit or concurrent answers; 502 / 503: the model or the database
     # failed (the question is kept).
-    @extend_schema(request=ChatRequestInput, responses={200: ChatTurnOutput, **error_responses(403, 404, 429, 502, 503)})
+    @extend_schema(
+        summary=gettext_lazy("提问（JSON）"),
+        description=gettext_lazy(
+            "对一个知识库（或用 `knowledge_base_ids` 同时对多个知识库）"
+            "提问：检索证据并生成带引用（`[来源 N]`）的答案，一次性以 JSON 返回；"
+            "与 `POST /api/chat/stream` 是同一轮问答。传 `conversation_id` 继续已有对话，"
+            "不传则新建对话。也接受 AI SDK 的请求体（`messages`，"
+            "取最后一条用户消息的文本）。公开知识库允许匿名提问，"
+            "但匿名调用者不能开启默认关闭的耗费模型调用的选项（403 `option_requires_login`）。"
+            "按登录用户与匿名 IP 限速，并限制同时进行中的回答数（429）；"
+            "模型调用失败返回 502，数据库繁忙返回 503，这两种情况下问题会保留在对话中。"
+        ),
+        request=ChatRequestInput, responses={200: ChatTurnOutput, **error_responses(403, 404, 429, 502, 503)},
+    )
     def post(self, request: Request) -> Response:
         admission = admit_question(caller=request, body=request.data, session=request.session)
         if isinstance(admission, Refused):
@@ -258,8 +272,16 @@ class ConversationListView(GenericAPIView):
     """GET /api/chat/conversations — the requester's own conversations, newest first."""
 
     @extend_schema(
+        summary=gettext_lazy("列出我的对话"),
+        description=gettext_lazy(
+            "从新到旧分页返回调用者自己的对话，可用 `knowledge_base_id` 只看一个知识库的对话。"
+            "登录用户看到自己的对话；匿名用户看到当前浏览器会话中的对话。"
+        ),
         operation_id="chat_conversations_list",
-        parameters=[OpenApiParameter("knowledge_base_id", str, required=False)],
+        parameters=[OpenApiParameter(
+            "knowledge_base_id", str, required=False,
+            description=gettext_lazy("只返回这个知识库（标识）的对话。"),
+        )],
         responses=ConversationOutput(many=True),
     )
     def get(self, request: Request) -> Response:
@@ -284,7 +306,14 @@ class ConversationDetailView(APIView):
     """GET /api/chat/conversations/{id} — messages with the evidence each answer was shown with
     (no new retrieval: a reload shows the sources of the time)."""
 
-    @extend_schema(operation_id="chat_conversation_retrieve", responses=ConversationDetailOutput)
+    @extend_schema(
+        summary=gettext_lazy("获取对话"),
+        description=gettext_lazy(
+            "返回对话的全部消息，以及每个答案当时展示的证据与引用（不会重新检索："
+            "重新加载看到的是当时的来源）。对话只属于其所有者，其他人读取返回 404。"
+        ),
+        operation_id="chat_conversation_retrieve", responses=ConversationDetailOutput,
+    )
     def get(self, request: Request, conversation_id) -> Response:
         conversation = access_conversation(requester=requester_for(request), conversation_id=conversation_id)
         return Response(

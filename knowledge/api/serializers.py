@@ -52,10 +52,10 @@ class KnowledgeBaseOutput(EditorOnlyFields, serializers.ModelSerializer):
     allowed_groups = GroupNamesField()
     editor_groups = GroupNamesField()
     publisher_groups = GroupNamesField()
-    role = serializers.SerializerMethodField(help_text="The caller's role: reader, editor or publisher.")
+    role = serializers.SerializerMethodField(help_text=_("调用者在该知识库的角色：reader（读者）、editor（编辑者）或 publisher（发布者）。"))
     link_allowed_hosts = serializers.ListField(
         source="link_hosts", child=serializers.CharField(), read_only=True,
-        help_text="Hosts whose links stay clickable in answers; every other link is shown as text.",
+        help_text=_("答案中链接保持可点击的域名；其他链接显示为文本及其地址。"),
     )
 
     editor_only = (
@@ -94,7 +94,10 @@ class GroupNameInput(serializers.SlugRelatedField):
 
 
 class KnowledgeBaseCreateInput(serializers.Serializer):
-    id = serializers.CharField(max_length=64, validators=[slug_validator])
+    id = serializers.CharField(
+        max_length=64, validators=[slug_validator],
+        help_text=_("知识库标识（slug：字母、数字、连字符与下划线），其他接口的 `kb_id`。"),
+    )
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True, default="")
     visibility = serializers.ChoiceField(choices=Visibility.choices, default=Visibility.INTERNAL)
@@ -111,13 +114,20 @@ class KnowledgeBaseCreateInput(serializers.Serializer):
     chunk_size_tokens = serializers.IntegerField(min_value=64, max_value=4096, default=512)
     chunk_overlap_tokens = serializers.IntegerField(min_value=0, max_value=1024, default=48)
     # Fixed once created; unset: the deployment's RAG_EMBEDDING_MODEL.
-    embedding_model = serializers.CharField(max_length=100, required=False, default=None)
-    embedding_dimension = serializers.IntegerField(min_value=1, max_value=16384, required=False, default=None)
+    embedding_model = serializers.CharField(
+        max_length=100, required=False, default=None,
+        help_text=_("向量模型，创建后不可更改；不传则使用部署的默认模型（RAG_EMBEDDING_MODEL）。"),
+    )
+    embedding_dimension = serializers.IntegerField(
+        min_value=1, max_value=16384, required=False, default=None,
+        help_text=_("向量维度，创建后不可更改；不传则使用该向量模型的维度。"),
+    )
     custom_terms = serializers.CharField(required=False, allow_blank=True, default="", max_length=100_000)
     # Hosts whose links stay clickable in answers (`docs.example.com`, `*.example.com`); any
     # other link is shown as text with its address.
     link_allowed_hosts = serializers.ListField(
         child=serializers.CharField(max_length=253), required=False, max_length=200, default=list,
+        help_text=_("答案中链接保持可点击的域名（如 `docs.example.com`、`*.example.com`），最多 200 个。"),
     )
 
 
@@ -136,13 +146,22 @@ class KnowledgeBaseUpdateInput(serializers.Serializer):
     )
     support_contact = serializers.CharField(max_length=200, required=False, allow_blank=True)
     # A new dictionary applies to questions at once; POST …/reanalyse applies it to the index.
-    custom_terms = serializers.CharField(required=False, allow_blank=True, max_length=100_000)
+    custom_terms = serializers.CharField(
+        required=False, allow_blank=True, max_length=100_000,
+        help_text=_("领域词典，每行一个词；立即作用于提问，已入库的内容需调用 `POST …/reanalyse/`。"),
+    )
     # null: show the release check on publish, never refuse.
-    release_max_regression_points = serializers.FloatField(required=False, allow_null=True, min_value=0.0)
+    release_max_regression_points = serializers.FloatField(
+        required=False, allow_null=True, min_value=0.0,
+        help_text=_("上线检查允许的最大退步（百分点），超出即拒绝发布；`null` 表示只展示检查结果、不拦截。"
+                    "需要发布者角色。"),
+    )
     # Hosts whose links stay clickable in answers (`docs.example.com`, `*.example.com`); any
     # other link is shown as text with its address.
     link_allowed_hosts = serializers.ListField(
         child=serializers.CharField(max_length=253), required=False, max_length=200,
+        help_text=_("答案中链接保持可点击的域名（如 `docs.example.com`、`*.example.com`），最多 200 个；"
+                    "需要发布者角色。"),
     )
 
 
@@ -177,13 +196,15 @@ class VersionCreateInput(serializers.Serializer):
 
 
 class SwitchInput(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=2000, help_text=_("原因，记入发布记录。"),
+    )
 
 
 class ActivateInput(SwitchInput):
     override_release_check = serializers.BooleanField(
         required=False, default=False,
-        help_text="Publish although the release check refused the draft (needs a reason; logged).",
+        help_text=_("上线检查拒绝时仍然发布（必须填写 `reason`；记入发布记录）。"),
     )
 
 
@@ -219,7 +240,7 @@ class AttributesField(serializers.Field):
 
 class DocumentOutput(EditorOnlyFields, serializers.ModelSerializer):
     status_label = serializers.CharField(source="get_status_display", read_only=True)
-    attributes = AttributesField(read_only=True, help_text="Staff's metadata; retrieval and chat filter on it.")
+    attributes = AttributesField(read_only=True, help_text=_("文档的元数据，检索与问答可按它过滤。"))
 
     # Fingerprints and failure details are for the people who maintain the knowledge base.
     editor_only = ("sha256", "error_code", "error_message", "attempts")
@@ -239,26 +260,26 @@ class DocumentUploadInput(serializers.Serializer):
     files = serializers.ListField(
         child=serializers.FileField(allow_empty_file=True), allow_empty=False,
         error_messages={"empty": _("请至少选择一个文件。")},
+        help_text=_("要上传的文件（可多个）；支持 PDF、DOCX、XLSX、CSV、PPTX、Markdown、HTML、TXT、PNG、JPEG。"),
     )
     source_tag = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     attributes = AttributesField(
         required=False, default=dict,
-        help_text='Metadata of every new document of the upload: the JSON text of an object, e.g. '
-                  '{"部门": "人力资源部", "生效日期": "2025-01-01"}. A file already there keeps its own.',
+        help_text=_('本次上传的每个新文档的元数据：一个 JSON 对象的文本，如 '
+                    '`{"部门": "人力资源部", "生效日期": "2025-01-01"}`。已存在的文件保留它自己的元数据。'),
     )
 
 
 class DocumentUpdateInput(serializers.Serializer):
     attributes = AttributesField(
         required=False,
-        help_text="Replaces the document's metadata whole ({} removes it); absent, it stays. Retrieval "
-                  "filters on it at once.",
+        help_text=_("整体替换文档的元数据（`{}` 表示清空；不传则不变），检索过滤立即按新值生效。"),
     )
 
 
 class UploadOutcomeOutput(serializers.Serializer):
     document = DocumentOutput()
-    duplicate = serializers.BooleanField()
+    duplicate = serializers.BooleanField(help_text=_("内容相同的文档已存在：返回的是已有文档，本次未重复入库。"))
 
 
 class FAQOutput(EditorOnlyFields, serializers.ModelSerializer):
@@ -276,23 +297,24 @@ class FAQOutput(EditorOnlyFields, serializers.ModelSerializer):
 class FAQInput(serializers.Serializer):
     question = serializers.CharField(max_length=500)
     similar_questions = serializers.ListField(
-        child=serializers.CharField(max_length=500), required=False, default=list, max_length=49
+        child=serializers.CharField(max_length=500), required=False, default=list, max_length=49,
+        help_text=_("同一问题的其他问法，最多 49 个，与标准问题一样参与匹配。"),
     )
-    answer = serializers.CharField()
+    answer = serializers.CharField(help_text=_("答案（Markdown）。"))
     source_tag = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    enabled = serializers.BooleanField(required=False, default=True)
+    enabled = serializers.BooleanField(required=False, default=True, help_text=_("停用的 FAQ 不参与问答，读者也看不到。"))
 
 
 class DocumentDeletionOutput(serializers.Serializer):
-    removed_from_draft = serializers.BooleanField()
-    purged = serializers.BooleanField(help_text="File, chunks and vectors go once no retained version holds it.")
-    retained_by_versions = serializers.ListField(child=serializers.IntegerField(), help_text="Version numbers.")
+    removed_from_draft = serializers.BooleanField(help_text=_("文档已从草稿版本中移除。"))
+    purged = serializers.BooleanField(help_text=_("是否已彻底删除：不再被任何保留版本包含时，文件、分块与向量都被删除。"))
+    retained_by_versions = serializers.ListField(child=serializers.IntegerField(), help_text=_("仍包含该文档的版本号。"))
 
 
 class CacheInvalidateInput(serializers.Serializer):
-    knowledge_base_id = serializers.CharField(max_length=64)
+    knowledge_base_id = serializers.CharField(max_length=64, help_text=_("知识库标识。"))
 
 
 class CacheInvalidateOutput(serializers.Serializer):
     knowledge_base_id = serializers.CharField()
-    cache_epoch = serializers.IntegerField()
+    cache_epoch = serializers.IntegerField(help_text=_("新的缓存代次；更早代次的缓存不再使用。"))

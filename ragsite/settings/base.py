@@ -254,7 +254,14 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "ragsite API",
-    "DESCRIPTION": "Knowledge bases, versions, documents, FAQs and retrieval.",
+    # The description, the tags and every operation's text are Chinese through gettext_lazy and
+    # served in the request's language (ragsite/openapi.py: describe_api). Docstrings are code
+    # documentation, never the schema's: they cannot be translated.
+    "DISABLE_DOCSTRING_DESCRIPTIONS": True,
+    # Operation ids and groups (tags) come from the path after this prefix. Spectacular would
+    # otherwise take the paths' common prefix, which turns to "/" (every tag "api", every id
+    # "api_…") as soon as one endpoint lives outside /api/ (the OpenAI-style /v1/…).
+    "SCHEMA_PATH_PREFIX": r"/(?:api|v1)/",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
@@ -264,6 +271,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "ragsite.openapi.describe_chat_stream",
+        "ragsite.openapi.describe_api",
     ],
     # Several models have a `status`: name each choice set instead of a generated hash name.
     "ENUM_NAME_OVERRIDES": {
