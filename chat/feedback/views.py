@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from django.utils.translation import gettext_lazy as _
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,10 +15,9 @@ from ..selectors import feedback_dict
 from . import selectors, services
 from .serializers import FeedbackInput, FeedbackOutput
 
-MESSAGE_ID = OpenApiParameter(
-    "message_id", str, OpenApiParameter.PATH,
-    description=_("回答的消息 ID（/api/chat 返回的 message_id），或 OpenAI 兼容接口返回的 id（chatcmpl-…）。"),
-)
+# The path parameter is described once, by name, in ragsite.openapi.PATH_PARAMETERS; declared
+# here for its type (a string: "chatcmpl-…" is accepted too).
+MESSAGE_ID = OpenApiParameter("message_id", str, OpenApiParameter.PATH)
 
 
 class AnswerFeedbackView(APIView):
@@ -29,7 +28,9 @@ class AnswerFeedbackView(APIView):
         return requester_of(user=request.user, session=request.session, claim_session=False)
 
     @extend_schema(operation_id="chat_message_feedback_retrieve", parameters=[MESSAGE_ID],
-                   summary=_("查看对回答的评价"), responses={200: FeedbackOutput, **error_responses(404)})
+                   summary=_("查看对回答的评价"),
+                   description=_("读取当前读者对自己某条回答的评价；还没有评价时返回 404 `feedback_not_found`。别人的回答、未完成的回答与不存在的回答一样返回 404 `message_not_found`。"),
+                   responses={200: FeedbackOutput, **error_responses(404)})
     def get(self, request: Request, message_id: str) -> Response:
         answer = selectors.access_answer(requester=self._requester(request), message_id=message_id)
         feedback = selectors.feedback_of(answer=answer)
@@ -51,7 +52,9 @@ class AnswerFeedbackView(APIView):
         return Response(feedback_dict(feedback))
 
     @extend_schema(operation_id="chat_message_feedback_destroy", parameters=[MESSAGE_ID],
-                   summary=_("撤回对回答的评价"), responses={204: None, **error_responses(404)})
+                   summary=_("撤回对回答的评价"),
+                   description=_("删除当前读者对这条回答的评价（没有评价也返回 204）。"),
+                   responses={204: OpenApiResponse(description=_("已撤回，无响应体。")), **error_responses(404)})
     def delete(self, request: Request, message_id: str) -> Response:
         services.withdraw_feedback(requester=self._requester(request), message_id=message_id)
         return Response(status=204)
