@@ -626,7 +626,7 @@ class ExtractiveChatModel:
                 logger.warning("meaning tie-break unavailable (%s): keeping the lexical order", exc.code)
         if not scored:
             return _insufficient(question)
-        chosen = self._choose(scored, weights)
+        chosen = _lead_with_comparison(self._choose(scored, weights), scored, parts, question)
         if by_words and not _covers_question(chosen[0].unit, parts, question, self.min_coverage):
             # The best sentence, read under its source's title, says too little of what was
             # asked: quoting it would answer another question.
@@ -866,7 +866,15 @@ class ExtractiveChatModel:
                 # The row's own name picks no column: "星河X5 Mesh 多少钱？" does not ask for the
                 # "支持 Mesh" column because the item's name holds "Mesh".
                 key_terms = _unit_features(_cells(rows[0])[0]) if len(rows) == 1 else set()
-                asked = _asked_columns(table.header, question_terms - key_terms)
+                asked = _model_columns(table.header, question) or _asked_columns(table.header, question_terms - key_terms)
+                if (not asked and len(rows) == 1 and "money" in _wanted_shapes(question)
+                        and not _column_matches(table.header, question_terms - key_terms)):
+                    # "多少钱？" names no column: the row's prices are what it asks for.
+                    asked = _money_columns(rows[0])
+                elif asked and "money" in _wanted_shapes(question) and all(model_codes(_cells(table.header)[i]) for i in asked):
+                    # Items as columns: of their rows, the prices ("多少钱？" names no row).
+                    priced = [row for row in rows if any(_ANSWER_SHAPES["money"].search(_cells(row)[i]) for i in asked if i < len(_cells(row)))]
+                    rows = priced or rows
                 compared = _compared_rows(table, question)
                 if compared:
                     # "对比 X1、X3、X3 Pro 的价格": the named items' rows, the columns asked for.
@@ -931,8 +939,9 @@ def _is_lead(text: str) -> bool:
     return bool(_HEADING.match(stripped)) and len(stripped) <= 30 and not stripped.endswith(("。", "；", ";", "！", "？"))
 
 
+_MAX_MONEY_COLUMNS = 3  # more prices than that in one row is a price list: the row shows whole
 _OCR_DUMP = re.compile(r"^\s*(?:\[图片\]|图片[：:])")
-_COMPARISON = re.compile(r"对比|比较|区别|差别|差异|不同|表格|列表|一览|vs\.?", re.I)
+_COMPARISON = re.compile(r"对比|比较|区别|差别|差异|不同|表格|列表|一览|分别|各自|各是|各为|vs\.?", re.I)
 _LABEL = re.compile(r"^[-•*·\s]*([\u4e00-\u9fff]{1,8})[：:]\s*(\S.*)$")  # Chinese words only: "河口（英语：" is no label
 
 
@@ -949,11 +958,24 @@ def _column_matches(header: str, question_terms: set[str]) -> dict[int, int]:
     """For each column after the first whose name holds a question word, how many question
     terms (words and bigrams) its name holds."""
     matches = {}
+    words = [t[2:] for t in question_terms if t.startswith("w:") and len(t) > 3 and _CJK_RUN.fullmatch(t[2:])]
     for index, name in enumerate(_cells(header)):
         held = _unit_features(name) & question_terms
         if index and any(t.startswith("w:") for t in held):
             matches[index] = len(held)
+        elif index and any(_names_kind(name, word) for word in words):
+            matches[index] = 1
     return matches
+
+
+def _names_kind(column: str, word: str) -> bool:
+    """The column is a kind of what the word names, in other words: "建议零售价" and "采购价" are
+    prices (价格); a synonym of two characters or more anywhere in the name, a one-character one
+    only as the name's last, which heads a Chinese compound (零售价 is a 价, 评价表 is no 价)."""
+    for other in synonyms(word):
+        if len(other) >= 2 and other in column or len(other) == 1 and column.rstrip("（(）) 0123456789台起").endswith(other):
+            return True
+    return False
 
 
 def _asked_columns(header: str, question_terms: set[str]) -> list[int]:
@@ -981,14 +1003,66 @@ def _compared_rows(table: _Table, question: str) -> list[str]:
     return rows if len(rows) >= 2 else []
 
 
+def _model_columns(header: str, question: str) -> list[int]:
+    """In a table of items as columns ("| 项目 | 星河X3 | 星河X3 Pro |"), the columns of the models
+    the question names, and only those: X3's question reads X3's column, never X3 Pro's."""
+    asked = model_codes(question)
+    if not asked:
+        return []
+    names = _cells(header)
+    return [i for i, name in enumerate(names) if i and model_codes(name) and model_codes(name) <= asked]
+
+
+def _money_columns(row: str) -> list[int]:
+    cells = _cells(row)
+    found = [i for i, cell in enumerate(cells) if i and _ANSWER_SHAPES["money"].search(cell)]
+    return found if 0 < len(found) <= _MAX_MONEY_COLUMNS else []
+
+
+def _lead_with_comparison(
+    chosen: list[_Scored], scored: list[_Scored], parts: list[_SourceParts], question: str
+) -> list[_Scored]:
+    """For a comparison of named models, a table row whose table lists more of them than the
+    first chosen line names goes first: its rows answer for every model ("星河X1、X3、X3 Pro 的保修期
+    分别是多久？" is the table's three rows, not a sentence that names two of them)."""
+    models = model_codes(question)
+    if len(models) < 2 or not _COMPARISON.search(question):
+        return chosen
+    def named(item: _Scored) -> int:
+        if item.unit.table is None:
+            return len(model_codes(item.unit.text) & models)
+        rows = _compared_rows(parts[item.unit.order].tables[item.unit.table], question)
+        return len(set().union(*(model_codes(_cells(row)[0]) for row in rows)) & models) if rows else 0
+    tables = [item for item in scored if item.unit.table is not None]
+    if not tables:
+        return chosen
+    best = max(tables, key=lambda item: (named(item), item.score, -item.unit.order, -item.unit.position))
+    if named(best) <= named(chosen[0]):
+        best = chosen[0]
+        if best.unit.table is None or named(best) < 2:
+            return chosen
+    same_table = (best.unit.order, best.unit.table)
+    # What the table says for each model is not repeated: a line that names a model adds either a
+    # fact the table already holds or one about a model not asked.
+    def names_a_model(item: _Scored) -> bool:
+        header = parts[item.unit.order].tables[item.unit.table].header if item.unit.table is not None else ""
+        return bool(model_codes(item.unit.text) or model_codes(header))
+    rest = [c for c in chosen if (c.unit.order, c.unit.table) != same_table and not names_a_model(c)]
+    return [best, *rest][:_MAX_LINES]
+
+
 def _cells_sentence(header: str, row: str, asked: list[int]) -> str:
     """ "星河X3 Pro 的整机保修期是 3年。" from the row's first cell and the asked cells."""
     names, cells = _cells(header), _cells(row)
-    if len(asked) == 1 and model_codes(names[asked[0]]) and not model_codes(cells[0]):
-        # A table of items as columns ("| 项目 | 星河X3 | 星河X3 Pro |"): the item is the column.
-        item = names[asked[0]]
-        space = " " if item[-1:].isascii() and item[-1:].isalnum() else ""
-        return f"{item}{space}的{cells[0]}是{_gap(cells[asked[0]])}{cells[asked[0]]}。"
+    if all(model_codes(names[i]) for i in asked if i < len(names)) and not model_codes(cells[0]):
+        # A table of items as columns ("| 项目 | 星河X3 | 星河X3 Pro |"): each item is a column.
+        said = []
+        for i in asked:
+            if i < len(cells) and cells[i]:
+                item = names[i]
+                space = " " if item[-1:].isascii() and item[-1:].isalnum() else ""
+                said.append(f"{item}{space}的{cells[0]}是{_gap(cells[i])}{cells[i]}")
+        return "，".join(said) + "。"
     key = cells[0]
     space = " " if key[-1:].isascii() and key[-1:].isalnum() else ""
     if len(asked) == 1 and asked[0] < len(cells):

@@ -703,6 +703,54 @@ def test_a_comparison_of_named_models_is_a_table_of_their_rows_and_the_asked_col
     ]
 
 
+COMPARED_CONTEXT = """<knowledge_context>
+[来源 1] 常见问题：星河X3 的保修期是多久？
+星河X3 整机保修 2 年，电源适配器等配件 1 年。其他型号：星河X1 1 年，星河X3 Pro 和星河X5 Mesh 3 年。
+
+[来源 2] 价格与保修
+| 型号 | 建议零售价 | 企业采购价（10 台起） | 整机保修期 |
+| --- | --- | --- | --- |
+| 星河X1 | 199元 | 179元 | 1年 |
+| 星河X3 | 399元 | 359元 | 2年 |
+| 星河X3 Pro | 699元 | 629元 | 3年 |
+| 星河X5 Mesh | 1599元（两只装） | 1439元（两只装） | 3年 |
+
+[来源 3] 常见问题：星河X3 和 X3 Pro 有什么区别？
+| 项目 | 星河X3 | 星河X3 Pro |
+| --- | --- | --- |
+| 最大速率 | 3000Mbps | 5400Mbps |
+| 价格 | 399元 | 699元 |
+</knowledge_context>
+
+问题：{question}"""
+
+
+def test_values_asked_of_each_named_model_are_their_rows_even_when_a_sentence_names_some():
+    # when: "分别" asks the same of three models; a sentence names two of them (and another)
+    answer = ask_about(COMPARED_CONTEXT, "星河X1、X3、X3 Pro 的保修期分别是多久？")
+    # then: the table's rows of the three, its asked column, and no line repeating a model's fact
+    table, marker, *rest = answer.split("\n\n")
+    assert table.splitlines() == [
+        "| 型号 | 整机保修期 |", "| --- | --- |", "| 星河X1 | 1年 |", "| 星河X3 | 2年 |", "| 星河X3 Pro | 3年 |",
+    ]
+    assert marker == "[来源 2](citation://2)" and rest == []
+
+
+def test_a_price_question_naming_no_column_reads_the_rows_prices():
+    # when
+    answer = ask_about(COMPARED_CONTEXT, "星河X1 多少钱？")
+    # then: the row's price columns as a sentence, not the whole row
+    assert answer.splitlines()[0] == "星河X1 的建议零售价是 199元，企业采购价（10 台起）是 179元。[来源 2](citation://2)"
+
+
+def test_a_table_of_models_as_columns_answers_from_the_asked_models_column_only():
+    # when
+    answer = ask_about(COMPARED_CONTEXT, "星河X3 的价格是多少？")
+    # then: X3's cell, never X3 Pro's
+    assert "星河X3 的价格是 399元。[来源 3](citation://3)" in answer.splitlines()
+    assert "699" not in answer
+
+
 def test_a_question_about_one_model_never_quotes_a_look_alike():
     context = """<knowledge_context>
 [来源 1] 常见问题：星河X3 的保修期是多久？
