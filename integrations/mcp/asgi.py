@@ -26,7 +26,7 @@ from types import SimpleNamespace
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
-from django.utils.translation import get_language_from_request
+from django.utils.translation import get_language_from_request, gettext_noop
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
@@ -42,8 +42,8 @@ from .server import bilingual, build_server
 
 PATH = "/mcp/"
 
-AUTHENTICATION_FAILED = "令牌无效或已过期。"  # the API's words (chat.views), translated in its catalog
-BAD_HOST = "请求的主机名不被允许。"
+AUTHENTICATION_FAILED = gettext_noop("令牌无效或已过期。")  # the API's words (chat.views)
+BAD_HOST = gettext_noop("请求的主机名不被允许。")
 
 
 class McpEndpoint:

@@ -21,8 +21,9 @@ from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext, gettext_noop
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from ragsite.api import error_payload
 from ragsite.db import releasing
@@ -68,6 +69,7 @@ ASK_DESCRIPTION = (
 
 # The texts this module writes itself, in both languages (see `bilingual`).
 BUSY_TEXT = gettext_noop("服务器繁忙，请稍后重试。")
+INVALID_ARGUMENTS_TEXT = gettext_noop("参数无效")
 
 
 def bilingual(message: str) -> str:
@@ -79,8 +81,32 @@ def bilingual(message: str) -> str:
     return chinese if chinese == english else f"{chinese} / {english}"
 
 
+class RagsiteMCPServer(MCPServer):
+    """MCPServer whose argument errors are tool errors with the API's shape: the SDK checks
+    the arguments against the input schema before a tool runs, and would answer pydantic's
+    report as it is."""
+
+    async def call_tool(self, name, arguments, context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            return invalid_arguments(exc.__cause__)
+
+
+def invalid_arguments(error: ValidationError) -> CallToolResult:
+    errors = [
+        {"argument": ".".join(str(part) for part in item["loc"]) or "arguments", "message": item["msg"]}
+        for item in error.errors(include_url=False, include_input=False)
+    ]
+    listed = "；".join(f"{item['argument']}: {item['message']}" for item in errors)
+    return refused({"code": "invalid_arguments", "detail": f"{bilingual(INVALID_ARGUMENTS_TEXT)}: {listed}",
+                    "errors": errors})
+
+
 def build_server() -> MCPServer:
-    server = MCPServer(
+    server = RagsiteMCPServer(
         name="ragsite",
         title="ragsite 知识库 / ragsite knowledge bases",
         instructions=INSTRUCTIONS,

@@ -19,6 +19,7 @@ the very words of a missing one, because access says so, not this module.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rest_framework import serializers
@@ -44,6 +45,8 @@ from .contracts import (
     SearchHit,
     SearchResults,
 )
+
+_CITATION_LINK = re.compile(r"\[来源 (\d{1,3})\]\(citation://\1\)")
 
 # Results per search: what a model's context can use; the API allows more (50).
 MAX_TOP_K = 20
@@ -111,6 +114,12 @@ def ask(*, caller, kb: str, question: str, conversation_id: str | None, base_url
     return _answer(result, kb=kb, base_url=base_url)
 
 
+def plain_citations(answer: str) -> str:
+    """`[来源 N](citation://N)` as `[来源 N]`: the chat page resolves `citation://` links to
+    its sources; an MCP client has nothing to resolve them to and gets the sources alongside."""
+    return _CITATION_LINK.sub(r"[来源 \1]", answer)
+
+
 def _validated(serializer: serializers.Serializer) -> dict[str, Any]:
     try:
         valid = serializer.is_valid()
@@ -167,7 +176,7 @@ def _citation(citation: Citation, *, base_url: str) -> AnswerCitation:
 def _answer(result: TurnResult, *, kb: str, base_url: str) -> Answer:
     confidence = result.answer_confidence
     return Answer(
-        answer=result.answer,
+        answer=plain_citations(result.answer),
         citations=[_citation(c, base_url=base_url) for c in result.citations],
         confidence=AnswerConfidenceInfo(score=confidence.score, level=str(confidence.level), label=confidence.label),
         hit_type=str(result.hit_type),

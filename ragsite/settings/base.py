@@ -450,6 +450,8 @@ LOGGING = {
         "django_tasks": {"level": "WARNING"},
         # pymilvus logs every failed call with a traceback; the store reports them itself.
         "pymilvus.decorators": {"level": "CRITICAL"},
+        # The MCP SDK logs each stateless request's session manager starting and stopping.
+        "mcp.server": {"level": "WARNING"},
     },
 }
 
