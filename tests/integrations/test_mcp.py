@@ -11,7 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
+import httpx
 import pytest
+from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
 from rest_framework.authtoken.models import Token
@@ -86,6 +89,21 @@ def test_the_tools_and_their_arguments_are_described_in_chinese_and_english(mcp_
         assert tool.output_schema is not None  # structured output
     assert tools["search_knowledge_base"].input_schema["properties"]["top_k"]["maximum"] == 20
     assert tools["ask_knowledge_base"].input_schema["required"] == ["kb", "question"]
+
+
+def test_a_client_of_the_newest_protocol_is_served_without_a_handshake(mcp_kb):
+    # given: the SDK's own Client, which asks `server/discover` first (protocol 2026-07-28: one
+    # self-contained POST per request) and only falls back to the initialize handshake
+    with live_chat_server() as base_url:
+        # when
+        async def run():
+            async with Client(mcp_url(base_url)) as client:
+                return client.session.discover_result, await client.call_tool("list_knowledge_bases", {})
+
+        discovered, result = anyio.run(run)
+    # then
+    assert discovered is not None
+    assert not result.is_error and [kb["slug"] for kb in result.structured_content["knowledge_bases"]] == ["handbook"]
 
 
 # --- list_knowledge_bases -------------------------------------------------------------------
@@ -252,6 +270,29 @@ def test_a_bad_token_is_refused_with_http_401(mcp_kb):
     assert any(isinstance(leaf, MCPError) for leaf in leaves(raised.value))
     assert [response.status_code for response in responses] == [401]
     assert responses[0].headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_a_host_django_would_refuse_is_refused(mcp_kb):
+    # given: a Host header outside ALLOWED_HOSTS (what a DNS-rebinding page would send)
+    with live_chat_server() as base_url:
+        # when
+        response = httpx.post(mcp_url(base_url), headers={"Host": "evil.example", "Accept": "application/json"},
+                              json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    # then
+    assert response.status_code == 400 and response.json()["code"] == "bad_host"
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_endpoint_is_left_to_django_when_switched_off():
+    # given: RAG_MCP_ENABLED=false in a fresh process
+    probe = ("import ragsite.asgi as a; "
+             "print(a.application.application_mapping['http'] is a.django_asgi_app)")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ragsite.settings.test", "RAG_MCP_ENABLED": "false"}
+    # when
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    # then: /mcp/ reaches Django, which has no such URL (404)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True"
 
 
 def test_bad_arguments_are_tool_errors_that_name_the_argument(mcp_kb, member_token):
