@@ -28,7 +28,7 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.utils.translation import get_language_from_request, gettext_noop
 from mcp.server.mcpserver import MCPServer
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE, StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
 
 from ragsite.api import error_payload
@@ -48,7 +48,9 @@ BAD_HOST = gettext_noop("请求的主机名不被允许。")
 
 class McpEndpoint:
     def __init__(self, server: MCPServer) -> None:
-        # The protocol server under MCPServer's tools: what a session manager serves.
+        # The protocol server under MCPServer's tools, which a session manager serves. MCPServer
+        # reaches it only through the one manager its `streamable_http_app()` builds (a
+        # Starlette app whose lifespan daphne never runs); a manager per request needs it here.
         self._protocol = server._lowlevel_server
 
     async def __call__(self, scope, receive, send) -> None:
@@ -81,7 +83,8 @@ class McpEndpoint:
         )
         manager = StreamableHTTPSessionManager(
             app=self._protocol, json_response=True, stateless=True,
-            max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 2_621_440,
+            # Bodies held to what Django holds the API's JSON bodies to.
+            max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE or DEFAULT_MAX_REQUEST_BODY_SIZE,
         )
         async with manager.run():
             await manager.handle_request({**scope, SCOPE_KEY: caller}, receive, send)

@@ -208,6 +208,13 @@ async def _run(caller: McpCaller, work: Callable[[], T], text: Callable[[T], str
     except ServerBusy as exc:
         _status, body = error_payload(exc)
         return refused({**body, "detail": bilingual(BUSY_TEXT)})
+    except Exception as exc:
+        # What the API answers with its own error body (the database out of connections is
+        # `server_busy` wherever it struck); anything else is a fault, left to the SDK.
+        known = error_payload(exc)
+        if known is None:
+            raise
+        return refused(known[1])
     return CallToolResult(
         content=[TextContent(type="text", text=text(result))],
         structured_content=result.model_dump(mode="json"),

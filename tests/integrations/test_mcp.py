@@ -258,18 +258,34 @@ def test_questions_over_the_chat_rate_limit_are_refused(mcp_kb, member_token, se
 # --- refusals -------------------------------------------------------------------------------
 
 
-def test_a_bad_token_is_refused_with_http_401(mcp_kb):
+@pytest.mark.parametrize("authorization", ["Bearer not-a-token", "Token not-a-token", "Bearer", "Token a b"])
+def test_a_bad_token_is_refused_with_http_401(db, authorization):
     # given
     responses = []
     with live_chat_server() as base_url:
         # when
         with pytest.raises(BaseException) as raised:
             mcp_call(mcp_url(base_url), lambda session: session.list_tools(),
-                     headers=bearer("not-a-token"), responses=responses)
+                     headers={"Authorization": authorization}, responses=responses)
     # then: the client saw the 401 and failed on it
     assert any(isinstance(leaf, MCPError) for leaf in leaves(raised.value))
     assert [response.status_code for response in responses] == [401]
     assert responses[0].headers["WWW-Authenticate"].startswith("Bearer")
+    assert responses[0].json()["code"] == "authentication_failed"
+
+
+def test_an_inactive_users_token_is_refused(member_user, member_token):
+    # given
+    member_user.is_active = False
+    member_user.save()
+    responses = []
+    with live_chat_server() as base_url:
+        # when
+        with pytest.raises(BaseException):
+            mcp_call(mcp_url(base_url), lambda session: session.list_tools(), headers=bearer(member_token),
+                     responses=responses)
+    # then
+    assert [response.status_code for response in responses] == [401]
 
 
 def test_a_host_django_would_refuse_is_refused(mcp_kb):
