@@ -13,8 +13,10 @@ Each tool goes through what the product's own API goes through, in the same orde
   evidence and trace like any other.
 
 A refusal is `ToolRefused` with the API's error body (`code`, `detail` in the caller's
-language and the error's own fields): a knowledge base the caller may not read is refused with
-the very words of a missing one, because access says so, not this module.
+language and the error's own fields), or the domain or retrieval error itself, which the server
+answers with the body the API gives it (`ragsite.api.error_payload`): a knowledge base the
+caller may not read is refused with the very words of a missing one, because access says so,
+not this module.
 """
 
 from __future__ import annotations
@@ -29,12 +31,10 @@ from chat.contracts import Citation, TurnResult
 from chat.pipeline.rag import RAGService
 from knowledge.access import readable_knowledge_bases
 from knowledge.locators import locator_label
-from ragsite.api import error_payload
 from ragsite.throttles import RETRIEVAL_THROTTLES, throttle_wait, throttled_body
-from retrieval.contracts import RetrievalError, RetrievalResponse
+from retrieval.contracts import RetrievalResponse
 from retrieval.factory import retrieve_for_user
 from retrieval.serializers import RetrievalRequestInput
-from ragsite.errors import DomainError
 
 from .contracts import (
     Answer,
@@ -61,11 +61,6 @@ class ToolRefused(Exception):
         super().__init__(body.get("detail", ""))
         self.body = body
 
-    @classmethod
-    def of(cls, exc: DomainError | RetrievalError) -> ToolRefused:
-        _status, body = error_payload(exc)
-        return cls(body)
-
 
 def list_knowledge_bases(*, user) -> KnowledgeBaseList:
     rows = list(readable_knowledge_bases(user).select_related("active_version").order_by("name", "id")[:MAX_LISTED + 1])
@@ -90,10 +85,7 @@ def search(*, caller, kb: str, query: str, top_k: int, filters: list[dict] | Non
     if filters:
         body["filters"] = filters
     options = _validated(RetrievalRequestInput(data=body, context={"user": caller.user}))
-    try:
-        response = retrieve_for_user(user=caller.user, **options)
-    except (DomainError, RetrievalError) as exc:
-        raise ToolRefused.of(exc) from exc
+    response = retrieve_for_user(user=caller.user, **options)
     return _search_results(response, kb=kb, query=query, base_url=base_url)
 
 
@@ -106,11 +98,8 @@ def ask(*, caller, kb: str, question: str, conversation_id: str | None, base_url
     admission = admit_question(caller=caller, body=body, session=None)
     if isinstance(admission, Refused):
         raise ToolRefused(admission.body)
-    try:
-        with admission.slot.held():
-            result = RAGService().answer(query=admission.query, requester=admission.requester)
-    except (DomainError, RetrievalError) as exc:
-        raise ToolRefused.of(exc) from exc
+    with admission.slot.held():
+        result = RAGService().answer(query=admission.query, requester=admission.requester)
     return _answer(result, kb=kb, base_url=base_url)
 
 
@@ -121,11 +110,9 @@ def plain_citations(answer: str) -> str:
 
 
 def _validated(serializer: serializers.Serializer) -> dict[str, Any]:
-    try:
-        valid = serializer.is_valid()
-    except DomainError as exc:  # the anonymous caller's options, a bad filter
-        raise ToolRefused.of(exc) from exc
-    if not valid:
+    """The serializer's data; its field errors as the API's 400 body. (Its domain errors — a
+    bad filter, an option an anonymous caller may not ask for — propagate with their own.)"""
+    if not serializer.is_valid():
         raise ToolRefused({"code": "invalid_request", "detail": _errors_text(serializer.errors), "errors": serializer.errors})
     return serializer.validated_data
 
