@@ -229,6 +229,26 @@ def test_a_question_is_answered_with_citations_and_stored_as_a_turn(mcp_kb, memb
     assert QueryTrace.objects.get(trace_id=answer["trace_id"]).assistant_message == message
 
 
+def test_a_follow_up_continues_the_callers_own_conversation_only(mcp_kb, member_token, engineer_token):
+    # given: the member's first question
+    with live_chat_server() as base_url:
+        def ask(question, token, conversation_id=None):
+            arguments = {"kb": "handbook", "question": question}
+            if conversation_id:
+                arguments["conversation_id"] = conversation_id
+            return tool_call(base_url, "ask_knowledge_base", arguments, headers=bearer(token))
+
+        first = ask(RAG_QUESTION, member_token)
+        conversation = first.structured_content["conversation_id"]
+        # when
+        follow_up = ask("那星河X5 呢？", member_token, conversation)
+        someone_else = ask("那星河X5 呢？", engineer_token, conversation)
+    # then
+    assert not follow_up.is_error and follow_up.structured_content["conversation_id"] == conversation
+    assert "36 个月" in follow_up.structured_content["answer"]
+    assert someone_else.is_error and someone_else.structured_content["code"] == "conversation_not_found"
+
+
 def test_an_anonymous_caller_may_ask_a_public_knowledge_base(mcp_kb):
     # given: no Authorization header
     with live_chat_server() as base_url:
