@@ -399,6 +399,9 @@ RAG_CHAT_QUEUE_TIMEOUT_SECONDS = env.float("RAG_CHAT_QUEUE_TIMEOUT_SECONDS", def
 # and the first delta within 0.5 s of the model's own (`make bench-serve`); measure yours.
 RAG_CHAT_MAX_ACTIVE_TURNS = env.int("RAG_CHAT_MAX_ACTIVE_TURNS", default=50)
 RAG_CHAT_RULES_FILE = env("RAG_CHAT_RULES_FILE", default=str(BASE_DIR / "chat" / "rules.toml"))
+# The MCP server at /mcp/ (integrations.mcp): the API's tokens, access and limits, so it is on
+# by default like the API it mirrors; false answers /mcp/ with Django's 404.
+RAG_MCP_ENABLED = env.bool("RAG_MCP_ENABLED", default=True)
 # Admin: traces of questions that took at least this long (ms) are listed as slow (慢请求).
 RAG_SLOW_TRACE_MS = env.int("RAG_SLOW_TRACE_MS", default=3000)
 
@@ -455,6 +458,8 @@ LOGGING = {
         "django_tasks": {"level": "WARNING"},
         # pymilvus logs every failed call with a traceback; the store reports them itself.
         "pymilvus.decorators": {"level": "CRITICAL"},
+        # The MCP SDK logs each stateless request's session manager starting and stopping.
+        "mcp.server": {"level": "WARNING"},
     },
 }
 
