@@ -395,7 +395,7 @@ def test_bad_arguments_are_tool_errors_that_name_the_argument(mcp_kb, member_tok
 
 def test_the_readme_python_snippet_runs(mcp_kb, member_token):
     # given: the snippet as the README shows it
-    text = (ROOT / "README_SNIPPET_MCP.md").read_text(encoding="utf-8")
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split("### MCP server", 1)[1].split("\n### ", 1)[0]
     snippet = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     json.loads(re.search(r"```json\n(.*?)```", text, re.S).group(1))  # the client configuration is JSON
     with live_chat_server() as base_url:
