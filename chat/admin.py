@@ -315,12 +315,12 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
         ]}),
         (gettext_lazy("回答"), {"fields": [
             "route_label", "intent_label", "hit_type_label", "confidence_label", "total_ms", "first_token_ms",
-            "model_name", "insufficient_reason_label", "error_label", "error_class",
+            "model_name", "insufficient_reason_label", "error_label", "error_class", "feedback_label",
         ]}),
     ]
     readonly_fields = [
         "knowledge_base_link", "conversation_link", "route_label", "intent_label", "hit_type_label",
-        "confidence_label", "insufficient_reason_label", "error_label",
+        "confidence_label", "insufficient_reason_label", "error_label", "feedback_label",
     ]
 
     class Media:
@@ -338,8 +338,17 @@ class QueryTraceAdmin(KnowledgeScopedAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related(
-            "knowledge_base", "conversation", "assistant_message__evidence", "user"
+            "knowledge_base", "conversation", "assistant_message__evidence", "assistant_message__feedback", "user"
         )
+
+    @admin.display(description=gettext_lazy("读者评价"))
+    def feedback_label(self, trace: QueryTrace):
+        feedback = getattr(trace.assistant_message, "feedback", None) if trace.assistant_message_id else None
+        if feedback is None:
+            return "—"
+        words = feedback.get_verdict_display() + (f"：{feedback.reason}" if feedback.reason else "")
+        return format_html('<a href="{}" data-verdict="{}">{}</a>',
+                           reverse("admin:chat_answerfeedback_change", args=[feedback.pk]), feedback.verdict, words)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         trace = self.get_object(request, object_id)

@@ -242,3 +242,17 @@ def test_a_case_added_while_a_draft_waits_runs_its_check_again(published_kb_whos
     # then: the waiting draft was checked again, with the case, and now shows the loss
     report = ReleaseCheck().report(version=draft)
     assert report.status == "done" and report.lost == (PRINTER_QUESTION,)
+
+
+@pytest.mark.django_db
+def test_the_trace_page_shows_the_readers_verdict(client, kb_with_a_document, staff_user):
+    # given
+    kb, _chunk = kb_with_a_document
+    down = answered_turn(kb, staff_user, question="卡纸怎么办？")
+    trace = QueryTrace.objects.get(assistant_message_id=down.message_id)
+    client.force_login(staff_user)
+    # when
+    page = client.get(reverse("admin:chat_querytrace_change", args=[trace.pk])).content.decode()
+    # then: the verdict and its reason, linked to the feedback
+    assert 'data-verdict="down">没用：答非所问</a>' in page
+    assert reverse("admin:chat_answerfeedback_change", args=[down.pk]) in page
