@@ -168,7 +168,6 @@ class TurnState:
             "rag.kb.slug": self.kb.slug,
             # Langfuse groups a conversation's turns by it.
             "session.id": str(self.conversation.pk),
-            "rag.conversation.id": self.conversation.pk,
             "rag.history_turns": len(self.history),
         }
         if self.kb_version is not None:
