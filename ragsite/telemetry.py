@@ -119,7 +119,7 @@ def start_child_span(name: str, *, parent: Span, attributes: Attributes | None =
 
 
 @contextmanager
-def span(name: str, *, attributes: Attributes | None = None) -> Iterator[Span]:
+def in_span(name: str, *, attributes: Attributes | None = None) -> Iterator[Span]:
     """A span under the current one (a new trace if there is none), current while the block
     runs: for work that stays in one thread, such as an ingestion batch and its stages. An
     exception ends it as an error naming its class (the message may quote content)."""
@@ -128,11 +128,11 @@ def span(name: str, *, attributes: Attributes | None = None) -> Iterator[Span]:
         try:
             yield current
         except BaseException as exc:
-            fail(current, exc)
+            mark_failed(current, exc)
             raise
 
 
-def fail(target: Span, error: BaseException | None, *, code: str = "") -> None:
+def mark_failed(target: Span, error: BaseException | None, *, code: str = "") -> None:
     """Mark `target` failed, by the error's class and code: never its message, which may quote
     a question, a document or a provider's reply."""
     if not target.is_recording():

@@ -28,7 +28,7 @@ from opentelemetry.trace import Span
 
 from knowledge.items.matching import ItemCatalog
 from knowledge.models import KnowledgeBase
-from ragsite import telemetry
+from ragsite.telemetry import capture_content, mark_failed, start_child_span, start_root_span
 from retrieval.contracts import CacheEvent, CacheSummary, RetrievalCancelled, RetrievalResponse, StageTiming
 
 from .. import services
@@ -111,7 +111,7 @@ class TurnState:
         # From the moment the turn was received (`started`, by the monotonic clock), not from
         # when its question was stored.
         received_ns = time.time_ns() - int((time.perf_counter() - self.started) * 1e9)
-        self.span = telemetry.start_root_span("chat.turn", trace_id=self.trace_id, start_time=received_ns)
+        self.span = start_root_span("chat.turn", trace_id=self.trace_id, start_time=received_ns)
         if self.span.is_recording():
             self.span.set_attributes(self._span_attributes())
 
@@ -120,7 +120,7 @@ class TurnState:
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         started = time.perf_counter()
-        span = telemetry.start_child_span(f"chat.{name}", parent=self.span)
+        span = start_child_span(f"chat.{name}", parent=self.span)
         try:
             yield
         except (TurnCancelled, RetrievalCancelled, GeneratorExit, asyncio.CancelledError):
@@ -128,7 +128,7 @@ class TurnState:
                 span.set_attribute("rag.cancelled", True)
             raise
         except BaseException as exc:
-            telemetry.fail(span, exc)
+            mark_failed(span, exc)
             raise
         finally:
             elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
@@ -152,10 +152,10 @@ class TurnState:
             "rag.cache.hits": hits,
             "rag.cache.misses": len(self.cache_events) - hits,
         })
-        if answer and telemetry.capture_content():
+        if answer and capture_content():
             span.set_attribute("output.value", answer)
         if error is not None or (record is not None and record.error_class):
-            telemetry.fail(span, error, code=record.error_code if record is not None else "")
+            mark_failed(span, error, code=record.error_code if record is not None else "")
         elif record is not None and record.error_code:
             # Cancelled (the client went away): not a failure of the service.
             span.set_attributes({"rag.error_code": record.error_code, "rag.cancelled": True})
@@ -174,7 +174,7 @@ class TurnState:
             attributes["rag.kb.version"] = self.kb_version
         if self.also_kbs:
             attributes["rag.also_kb.slugs"] = [kb.slug for kb in self.also_kbs]
-        if telemetry.capture_content():
+        if capture_content():
             attributes["input.value"] = self.question
         return attributes
 
@@ -348,7 +348,7 @@ def _record_attributes(record: services.TraceRecord) -> dict[str, Any]:
         attributes["rag.first_token_ms"] = record.first_token_ms
     if record.model_name:
         attributes["gen_ai.request.model"] = record.model_name
-    if telemetry.capture_content() and record.rewritten_query:
+    if capture_content() and record.rewritten_query:
         attributes["rag.rewritten_query"] = record.rewritten_query
     # Empty strings say nothing: a span shows only what the turn had.
     return {key: value for key, value in attributes.items() if value != ""}

@@ -40,7 +40,7 @@ from engines.ports import (
 from engines.providers import get_captioner, get_embedder
 from engines.providers.local import LocalCaptioner
 from engines.tokens import count_tokens
-from ragsite import telemetry
+from ragsite.telemetry import in_span, mark_failed
 
 from knowledge.documents import status as document_status
 from knowledge.documents.ingestion.announce import publish_status, publish_statuses
@@ -135,7 +135,7 @@ def run_batch(*, document_ids: Sequence[int]) -> BatchRun:
     runs the batch (`tasks.ingest_documents`) enqueues the retries and re-raises it.
     """
     ids = list(dict.fromkeys(document_ids))
-    with telemetry.span("ingestion.batch") as span:
+    with in_span("ingestion.batch") as span:
         run = _run_batch(ids)
         if span.is_recording():
             statuses = [report.status for report in run.reports]
@@ -147,7 +147,7 @@ def run_batch(*, document_ids: Sequence[int]) -> BatchRun:
                 "rag.chunks": sum(report.chunk_count for report in run.reports),
             })
             if run.crash is not None:
-                telemetry.fail(span, run.crash)
+                mark_failed(span, run.crash)
     return run
 
 
@@ -156,7 +156,7 @@ def _run_batch(ids: list[int]) -> BatchRun:
     documents = Document.objects.select_related("knowledge_base").in_bulk([c.document_id for c in claims])
     jobs = [Job(document=documents[c.document_id], claim=c) for c in claims if c.document_id in documents]
     for kb_jobs in _by_knowledge_base(jobs):
-        with telemetry.span("ingestion.knowledge_base") as span:
+        with in_span("ingestion.knowledge_base") as span:
             if span.is_recording():
                 span.set_attributes({**_kb_attributes(kb_jobs[0].document.knowledge_base),
                                      "rag.documents": len(kb_jobs)})
@@ -233,16 +233,16 @@ def _process(jobs: list[Job]) -> None:
 
 def _guarded(job: Job, name: str, stage) -> None:
     """One document's own stage: its failure is its alone."""
-    with telemetry.span(f"ingestion.{name}") as span:
+    with in_span(f"ingestion.{name}") as span:
         try:
             stage(job)
         except IngestionFailed as exc:
             job.error = exc
-            telemetry.fail(span, exc, code=exc.code)
+            mark_failed(span, exc, code=exc.code)
         except Exception as exc:
             logger.exception("ingestion of document %s crashed", job.document.pk)
             job.crash = exc
-            telemetry.fail(span, exc)
+            mark_failed(span, exc)
         if span.is_recording():
             span.set_attributes(_job_attributes(job))
 
@@ -373,7 +373,7 @@ def _store(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> Non
     share = 1 / len(jobs)
 
     started = time.perf_counter()
-    with telemetry.span("ingestion.embed") as span:
+    with in_span("ingestion.embed") as span:
         if span.is_recording():
             span.set_attributes({**_shared_attributes(kb, jobs), "rag.embedding_model": kb.embedding_model})
         progress = EmbeddingProgress([(job.claim, job.document, len(job.contents)) for job in jobs])
@@ -385,7 +385,7 @@ def _store(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> Non
     _add_shared(jobs, "embed", started, share)
 
     started = time.perf_counter()
-    with telemetry.span("ingestion.store") as span:
+    with in_span("ingestion.store") as span:
         if span.is_recording():
             span.set_attributes(_shared_attributes(kb, jobs))
         _replace_rows(jobs)
@@ -397,13 +397,13 @@ def _store(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> Non
         if job.document.pk not in held:
             _lost(job)
     live = _running(jobs)
-    with telemetry.span("ingestion.upsert") as span:
+    with in_span("ingestion.upsert") as span:
         if span.is_recording():
             span.set_attributes(_shared_attributes(kb, live))
         _index(kb, live)
     _add_shared(live, "upsert", started, share)
 
-    with telemetry.span("ingestion.ready") as span:
+    with in_span("ingestion.ready") as span:
         if span.is_recording():
             span.set_attributes(_shared_attributes(kb, live))
         _finish(live)
