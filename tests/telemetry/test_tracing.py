@@ -31,6 +31,7 @@ from chat.models import QueryTrace
 from knowledge.documents import services as document_services
 from knowledge.models import Document, DocumentStatus
 from ragsite import telemetry
+from ragsite.reporting import SUBSTITUTE, redact
 from tests.chat.conftest import RAG_QUESTION, live_chat_server, post_stream, publish_kb, text_of
 from tests.conftest import make_kb
 from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
@@ -268,3 +269,12 @@ def test_the_tracing_module_imports_only_django_settings_and_opentelemetry():
     # then: the standard library aside
     ours = {m for m in modules if m.split(".")[0] not in sys.stdlib_module_names and m != "__future__"}
     assert {m for m in ours if not m.startswith("opentelemetry")} == {"django.conf"}
+
+
+def test_the_exporters_credentials_are_redacted_from_error_reports(settings):
+    # given: Langfuse's kind of header
+    settings.OTEL_EXPORTER_OTLP_HEADERS = f"Authorization=Basic%20{CREDENTIALS},x-langfuse-ingestion-version=4"
+    # when: a report quotes the header, or the credential alone
+    report = redact(f"headers={{'authorization': 'Basic {CREDENTIALS}'}} token={CREDENTIALS}")
+    # then
+    assert CREDENTIALS not in report and report.count(SUBSTITUTE) == 2
