@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from opentelemetry import trace
@@ -32,10 +34,18 @@ from knowledge.documents import services as document_services
 from knowledge.models import Document, DocumentStatus
 from ragsite import telemetry
 from ragsite.reporting import SUBSTITUTE, redact
-from tests.chat.conftest import RAG_QUESTION, live_chat_server, post_stream, publish_kb, text_of
+from tests.chat.conftest import (
+    FAQ_QUESTION,
+    RAG_QUESTION,
+    live_chat_server,
+    post_stream,
+    publish_kb,
+    text_of,
+    ws_url,
+)
 from tests.conftest import make_kb
 from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
-from tests.fakes.provider_server import Fail
+from tests.fakes.provider_server import Answer, Fail
 from tests.live import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -166,6 +176,39 @@ def test_with_content_capture_the_streamed_turn_carries_its_question_and_answer(
     assert root.attributes["output.value"] == answer and answer
     assert QueryTrace.objects.filter(trace_id=trace_id).exists()
     assert {span.parent_span_id for span in spans if span is not root} == {root.span_id}
+
+
+def test_each_turn_of_a_websocket_is_its_own_trace_the_remote_answer_streamed_on_the_loop_included(
+    published_kb, tracing_to_receiver, openai_provider
+):
+    # given: a remote model, whose answer streams on the server's event loop
+    openai_provider.enqueue("openai.chat", Answer(text="星河X3 的保修期为 24 个月[来源 1](citation://1)。"))
+    with live_chat_server() as base_url, connect(ws_url(base_url), origin=base_url, proxy=None,
+                                                 open_timeout=30) as socket:
+        # when: two questions on one socket, one answered by the model, one by a FAQ
+        ends = []
+        for question in (RAG_QUESTION, FAQ_QUESTION):
+            socket.send(json.dumps({"type": "question", "knowledge_base_id": published_kb.slug,
+                                    "question": question, "enable_query_rewrite": False}))
+            while (event := json.loads(socket.recv(timeout=60)))["type"] not in ("end", "error"):
+                pass
+            assert event["type"] == "end", event
+            ends.append(event)
+        traces = [turn_spans(tracing_to_receiver, uuid.UUID(end["trace_id"])) for end in ends]
+
+    # then: two traces, each under its own turn's id, every span of it under its turn span
+    assert ends[0]["trace_id"] != ends[1]["trace_id"]
+    for end, spans in zip(ends, traces, strict=True):
+        root = next(span for span in spans if span.name == "chat.turn")
+        assert root.trace_id == uuid.UUID(end["trace_id"]).hex
+        assert {span.parent_span_id for span in spans if span is not root} == {root.span_id}
+        assert root.attributes["rag.hit_type"] == end["hit_type"]
+    model_turn, faq_turn = ({span.name for span in spans} for spans in traces)
+    assert {"chat.doc_search", "chat.llm_generation", "chat.save_history"} <= model_turn
+    assert faq_turn == {"chat.turn", "chat.route", "chat.save_history"}
+    model = QueryTrace.objects.get(trace_id=ends[0]["trace_id"]).model_name
+    assert "fake-chat" in model
+    assert next(span for span in traces[0] if span.name == "chat.turn").attributes["rag.model"] == model
 
 
 def test_a_failed_turn_ends_its_span_as_an_error_naming_the_class_only(published_kb, tracing_to_receiver,
