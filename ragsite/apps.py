@@ -1,11 +1,26 @@
-"""App config of django_tasks_db: an admin section staff can read, and workers whose memory
-does not grow under DEBUG."""
+"""App configs of the site: tracing set up once per process (`TelemetryConfig`), and
+django_tasks_db's with an admin section staff can read and workers whose memory does not grow
+under DEBUG."""
 
 from __future__ import annotations
 
+from django.apps import AppConfig
 from django.db import reset_queries
 from django.utils.translation import gettext_lazy as _
 from django_tasks_db.apps import TasksAppConfig
+
+from ragsite import telemetry
+
+
+class TelemetryConfig(AppConfig):
+    """Every process that sets Django up (daphne, the ingestion worker, commands) configures
+    its tracing here, before it serves or runs anything."""
+
+    name = "ragsite"
+    verbose_name = "ragsite"
+
+    def ready(self) -> None:
+        telemetry.configure()
 
 
 class TaskResultsConfig(TasksAppConfig):

@@ -4,15 +4,15 @@ admin error e-mails and anything else built by the exception reporter.
 Django hides settings whose names look secret, but not the local variables of the frames a
 traceback runs through: a failure inside a provider SDK shows its `api_key` argument and its
 request headers (`Authorization: Bearer …`) in full. So the report is redacted by value: every
-configured secret (provider keys, the secret key, database and storage passwords, tokens) and
-the password part of any URL is replaced wherever it appears, in frame variables, settings,
-request data and exception messages alike.
+configured secret (provider keys, the secret key, database and storage passwords, tokens, the
+tracing exporter's headers) and the password part of any URL is replaced wherever it appears, in
+frame variables, settings, request data and exception messages alike.
 """
 
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 from django.views import debug
@@ -34,6 +34,10 @@ def secret_values() -> list[str]:
     values = [getattr(settings, name, "") for name in _SECRET_SETTINGS]
     values += [database.get("PASSWORD") for database in settings.DATABASES.values()]
     values += list(getattr(settings, "SECRET_KEY_FALLBACKS", []))
+    # The OTLP exporter's headers ("Authorization=Basic …"): each value, and its credential alone.
+    for header in getattr(settings, "OTEL_EXPORTER_OTLP_HEADERS", "").split(","):
+        value = unquote(header.partition("=")[2]).strip()
+        values += [value, value.rpartition(" ")[2]]
     for url in (getattr(settings, "REDIS_URL", ""), getattr(settings, "MILVUS_URI", "")):
         try:
             values.append(urlsplit(url).password if url else None)

@@ -51,8 +51,13 @@ def _fresh_thread_pools() -> None:
 def _fresh_process(database_user: str | None = None, database_pool: bool = True) -> None:
     from django.db import connections
 
+    from ragsite import telemetry
+
     _fresh_connections()
     _fresh_thread_pools()
+    # As a server process configures its tracing at start: the settings a test changed before
+    # the fork (an OTLP endpoint) apply to this child alone.
+    telemetry.configure()
     if database_user is not None:
         connections["default"].settings_dict["USER"] = database_user
     if not database_pool:

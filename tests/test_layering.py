@@ -13,7 +13,8 @@ and no module of it imports another that imports it back.
 
 `ragsite.errors`, `ragsite.openapi` (the error shape in the schema) and the abuse limits
 (`ragsite.throttles`, `ragsite.limits`, `ragsite.authentication`: Django and DRF only) and the
-connection helpers (`ragsite.db`, Django only) are shared ground;
+connection helpers (`ragsite.db`, Django only) and tracing (`ragsite.telemetry`: Django's settings
+and OpenTelemetry only) are shared ground;
 `ragsite.api` (the API error shape, which knows retrieval's errors) serves the layers above
 retrieval; the rest of `ragsite` (urls, asgi, routing) wires everything together and is imported
 by no app.
@@ -28,7 +29,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUND = {"ragsite.errors", "ragsite.openapi", "ragsite.throttles", "ragsite.limits", "ragsite.authentication",
-          "ragsite.db", "ragsite.executors"}
+          "ragsite.db", "ragsite.executors", "ragsite.telemetry"}
 ABOVE_RETRIEVAL = {"chat", "evaluation", "integrations"}
 ALLOWED = {
     "docparse": {"engines"},

@@ -554,6 +554,7 @@ class RAGService:
                 faq_ids=faq_ids,
             )
         turn.stored = True
+        turn.end_span(trace, answer=answer)
         return Finished(
             TurnResult(
                 trace_id=turn.trace_id, conversation_id=turn.conversation.pk,
@@ -565,6 +566,7 @@ class RAGService:
         )
 
     def _store_failure(self, turn: TurnState, *, code: str, error: BaseException | None, cancelled: bool) -> None:
+        trace = None
         try:
             trace = turn.trace_record(intent=None, confidence=None, error=error, error_code=code)
             services.fail_turn(
@@ -573,6 +575,7 @@ class RAGService:
             )
         except Exception:  # noqa: BLE001 — never mask the original failure with a bookkeeping one
             logger.exception("could not store the failed turn %s", turn.trace_id)
+        turn.end_span(trace, error=error)
 
     # --- collaborators ----------------------------------------------------------------------
 

@@ -6,10 +6,16 @@ Stages are functions of their inputs that return a typed result (`RouteDecision`
 orchestrator (`RAGService`) fills the slots, so a reader finds every write to a turn's state in
 one module. Dicts appear only where JSON is written: `trace_payload`, `end_payload` and the
 trace record.
+
+Each turn is one OpenTelemetry trace (`ragsite.telemetry`) whose id is the turn's `trace_id`
+(the stored `QueryTrace`'s): a root span from receipt to the stored answer or failure, and a child
+span per stage, timed where the stage timings are. The spans name the parent explicitly: a turn's
+stages run in worker threads and on the event loop, where no context follows them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -18,9 +24,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from opentelemetry.trace import Span
+
 from knowledge.items.matching import ItemCatalog
 from knowledge.models import KnowledgeBase
-from retrieval.contracts import CacheEvent, CacheSummary, RetrievalResponse, StageTiming
+from ragsite.telemetry import capture_content, mark_failed, start_child_span, start_root_span
+from retrieval.contracts import CacheEvent, CacheSummary, RetrievalCancelled, RetrievalResponse, StageTiming
 
 from .. import services
 from ..contracts import (
@@ -95,15 +104,79 @@ class TurnState:
     degradations: list[str] = field(default_factory=list)
     cache_events: list[CacheEvent] = field(default_factory=list)
 
+    # The turn's root span: the no-op one unless tracing is configured.
+    span: Span = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # From the moment the turn was received (`started`, by the monotonic clock), not from
+        # when its question was stored.
+        received_ns = time.time_ns() - int((time.perf_counter() - self.started) * 1e9)
+        self.span = start_root_span("chat.turn", trace_id=self.trace_id, start_time=received_ns)
+        if self.span.is_recording():
+            self.span.set_attributes(self._span_attributes())
+
     # --- bookkeeping ----------------------------------------------------------------------------
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         started = time.perf_counter()
+        span = start_child_span(f"chat.{name}", parent=self.span)
         try:
             yield
+        except (TurnCancelled, RetrievalCancelled, GeneratorExit, asyncio.CancelledError):
+            if span.is_recording():
+                span.set_attribute("rag.cancelled", True)
+            raise
+        except BaseException as exc:
+            mark_failed(span, exc)
+            raise
         finally:
-            self.timings.append(StageTiming(name, round((time.perf_counter() - started) * 1000, 2)))
+            elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+            self.timings.append(StageTiming(name, elapsed_ms))
+            if span.is_recording():
+                span.set_attributes({"rag.stage": name, "rag.elapsed_ms": elapsed_ms})
+                span.end()
+
+    def end_span(self, record: services.TraceRecord | None, *, answer: str = "",
+                 error: BaseException | None = None) -> None:
+        """End the turn's span with what its `QueryTrace` stores (`record`; None when even that
+        could not be built). Once: a span already ended, or a no-op one, is left alone."""
+        span = self.span
+        if not span.is_recording():
+            return
+        if record is not None:
+            span.set_attributes(_record_attributes(record))
+        hits = sum(1 for event in self.cache_events if event.hit)
+        span.set_attributes({
+            **{f"rag.stage_ms.{timing.stage}": timing.elapsed_ms for timing in self.timings},
+            "rag.cache.hits": hits,
+            "rag.cache.misses": len(self.cache_events) - hits,
+        })
+        if answer and capture_content():
+            span.set_attribute("output.value", answer)
+        if error is not None or (record is not None and record.error_class):
+            mark_failed(span, error, code=record.error_code if record is not None else "")
+        elif record is not None and record.error_code:
+            # Cancelled (the client went away): not a failure of the service.
+            span.set_attributes({"rag.error_code": record.error_code, "rag.cancelled": True})
+        span.end()
+
+    def _span_attributes(self) -> dict[str, Any]:
+        attributes: dict[str, Any] = {
+            "rag.trace_id": str(self.trace_id),
+            "rag.kb.id": self.kb.pk,
+            "rag.kb.slug": self.kb.slug,
+            # Langfuse groups a conversation's turns by it.
+            "session.id": str(self.conversation.pk),
+            "rag.history_turns": len(self.history),
+        }
+        if self.kb_version is not None:
+            attributes["rag.kb.version"] = self.kb_version
+        if self.also_kbs:
+            attributes["rag.also_kb.slugs"] = [kb.slug for kb in self.also_kbs]
+        if capture_content():
+            attributes["input.value"] = self.question
+        return attributes
 
     def mark_first_token(self) -> None:
         if self.first_token_ms is None:
@@ -250,3 +323,32 @@ class TurnState:
             error_code=error_code,
             details=self.trace_payload(),
         )
+
+
+def _record_attributes(record: services.TraceRecord) -> dict[str, Any]:
+    """The span's share of a `QueryTrace`: outcomes, timings and degradations, never text
+    (the rewritten question only when content may be captured)."""
+    attributes: dict[str, Any] = {
+        "rag.route": record.route,
+        "rag.intent": record.intent,
+        "rag.hit_type": record.hit_type,
+        "rag.confidence.level": record.confidence_level,
+        "rag.model": record.model_name,
+        "rag.total_ms": record.total_ms,
+        "rag.degradations": list(record.degradations),
+        "rag.insufficient_reason": record.insufficient_reason,
+        "rag.error_class": record.error_class,
+        "rag.error_code": record.error_code,
+    }
+    if record.kb_version is not None:
+        attributes["rag.kb.version"] = record.kb_version
+    if record.confidence_score is not None:
+        attributes["rag.confidence.score"] = record.confidence_score
+    if record.first_token_ms is not None:
+        attributes["rag.first_token_ms"] = record.first_token_ms
+    if record.model_name:
+        attributes["gen_ai.request.model"] = record.model_name
+    if capture_content() and record.rewritten_query:
+        attributes["rag.rewritten_query"] = record.rewritten_query
+    # Empty strings say nothing: a span shows only what the turn had.
+    return {key: value for key, value in attributes.items() if value != ""}

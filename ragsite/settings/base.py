@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "django_eventstream",
     "django_tasks",
     "ragsite.apps.TaskResultsConfig",  # django_tasks_db, with a Chinese admin section name
+    "ragsite.apps.TelemetryConfig",  # tracing, configured once per process (ragsite/telemetry.py)
     "engines",
     "knowledge",
     "retrieval",
@@ -439,6 +440,18 @@ RAG_RELEASE_CHECK_K = env.int("RAG_RELEASE_CHECK_K", default=5)
 
 # L1 cache of cache epochs (seconds): short so a missed clear after commit heals quickly.
 RAG_EPOCH_L1_TTL_SECONDS = env.float("RAG_EPOCH_L1_TTL_SECONDS", default=5.0)
+
+# OpenTelemetry tracing (ragsite/telemetry.py): off unless an OTLP/HTTP endpoint is set (a
+# collector's http://host:4318, or Langfuse's https://host/api/public/otel); spans go to
+# <endpoint>/v1/traces. Headers in the OTel format "k=v,k2=v2" (Langfuse: Authorization=Basic …).
+# The SDK reads the other standard variables itself (OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER,
+# OTEL_BSP_*, OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_EXPORTER_OTLP_COMPRESSION, …).
+OTEL_EXPORTER_OTLP_ENDPOINT = env("OTEL_EXPORTER_OTLP_ENDPOINT", default="")
+OTEL_EXPORTER_OTLP_HEADERS = env("OTEL_EXPORTER_OTLP_HEADERS", default="")
+OTEL_SERVICE_NAME = env("OTEL_SERVICE_NAME", default="ragsite")
+# Questions' and answers' text in the spans (input.value / output.value); off: ids, counts,
+# timings and outcomes only.
+RAG_OTEL_CAPTURE_CONTENT = env.bool("RAG_OTEL_CAPTURE_CONTENT", default=False)
 
 # Error reports (the DEBUG 500 page, admin e-mails) with every configured secret redacted, frame
 # variables included (ragsite/reporting.py).

@@ -6,6 +6,11 @@ once per batch. It is idempotent — a re-run replaces the document's
 chunks, assets and vectors — and crash-safe: database writes and the Milvus upsert happen before
 the document turns READY, and retrieval only ever serves READY documents, so a crash in between
 leaves a document that is re-queued at worker start, never a half-indexed one that answers.
+
+Traced (`ragsite.telemetry`, when configured): one `ingestion.batch` span per batch, an
+`ingestion.knowledge_base` span per knowledge base in it, and under that a span per stage —
+`parse`, `chunk`, `assets` per document, `embed`, `store`, `upsert`, `ready` once for the batch —
+with ids and counts, never the documents' text or names.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from engines.ports import (
 from engines.providers import get_captioner, get_embedder
 from engines.providers.local import LocalCaptioner
 from engines.tokens import count_tokens
+from ragsite.telemetry import in_span, mark_failed
 
 from knowledge.documents import status as document_status
 from knowledge.documents.ingestion.announce import publish_status, publish_statuses
@@ -129,11 +135,32 @@ def run_batch(*, document_ids: Sequence[int]) -> BatchRun:
     runs the batch (`tasks.ingest_documents`) enqueues the retries and re-raises it.
     """
     ids = list(dict.fromkeys(document_ids))
+    with in_span("ingestion.batch") as span:
+        run = _run_batch(ids)
+        if span.is_recording():
+            statuses = [report.status for report in run.reports]
+            span.set_attributes({
+                "rag.documents.requested": len(ids),
+                "rag.documents.ready": statuses.count(DocumentStatus.READY),
+                "rag.documents.failed": statuses.count(DocumentStatus.FAILED),
+                "rag.documents.retried": sum(len(pks) for pks in run.retries.values()),
+                "rag.chunks": sum(report.chunk_count for report in run.reports),
+            })
+            if run.crash is not None:
+                mark_failed(span, run.crash)
+    return run
+
+
+def _run_batch(ids: list[int]) -> BatchRun:
     claims = document_status.claim_many(document_ids=ids)
     documents = Document.objects.select_related("knowledge_base").in_bulk([c.document_id for c in claims])
     jobs = [Job(document=documents[c.document_id], claim=c) for c in claims if c.document_id in documents]
     for kb_jobs in _by_knowledge_base(jobs):
-        _process(kb_jobs)
+        with in_span("ingestion.knowledge_base") as span:
+            if span.is_recording():
+                span.set_attributes({**_kb_attributes(kb_jobs[0].document.knowledge_base),
+                                     "rag.documents": len(kb_jobs)})
+            _process(kb_jobs)
     # After the READY commit: the check must see what other workers committed meanwhile.
     ready = [job.document.pk for job in jobs if job.outcome == DocumentStatus.READY]
     if ready:
@@ -192,29 +219,63 @@ def _process(jobs: list[Job]) -> None:
                 job.error = exc
         else:
             for job in jobs:
-                _guarded(job, _parse_and_chunk)
+                _guarded(job, "parse", _parse)
+                if job.running:
+                    _guarded(job, "chunk", _chunk)
             _to_indexing([job for job in jobs if job.running])
             for job in jobs:
                 if job.running:
-                    _guarded(job, _describe_images)
+                    _guarded(job, "assets", _describe_images)
             _store_isolated(kb, embedder, [job for job in jobs if job.running], beat)
     for job in jobs:
         _settle(job)
 
 
-def _guarded(job: Job, stage) -> None:
+def _guarded(job: Job, name: str, stage) -> None:
     """One document's own stage: its failure is its alone."""
-    try:
-        stage(job)
-    except IngestionFailed as exc:
-        job.error = exc
-    except Exception as exc:
-        logger.exception("ingestion of document %s crashed", job.document.pk)
-        job.crash = exc
+    with in_span(f"ingestion.{name}") as span:
+        try:
+            stage(job)
+        except IngestionFailed as exc:
+            job.error = exc
+            mark_failed(span, exc, code=exc.code)
+        except Exception as exc:
+            logger.exception("ingestion of document %s crashed", job.document.pk)
+            job.crash = exc
+            mark_failed(span, exc)
+        if span.is_recording():
+            span.set_attributes(_job_attributes(job))
 
 
-def _parse_and_chunk(job: Job) -> None:
-    document, kb = job.document, job.document.knowledge_base
+def _kb_attributes(kb: KnowledgeBase) -> dict[str, int | str]:
+    return {"rag.kb.id": kb.pk, "rag.kb.slug": kb.slug}
+
+
+def _job_attributes(job: Job) -> dict[str, int | str]:
+    """A document's stage in a span: ids, type, size and what the stages made of it so far."""
+    document = job.document
+    attributes: dict[str, int | str] = {
+        "rag.document.id": document.pk,
+        "rag.document.file_type": document.file_type,
+        "rag.document.bytes": document.size,
+        "rag.attempt": job.claim.attempt,
+        **_kb_attributes(document.knowledge_base),
+    }
+    if job.parsed is not None:
+        attributes["rag.pages"] = job.parsed.page_count or 0
+        attributes["rag.images"] = len(job.parsed.images)
+    if job.drafts:
+        attributes["rag.chunks"] = len(job.drafts)
+    return attributes
+
+
+def _shared_attributes(kb: KnowledgeBase, jobs: list[Job]) -> dict[str, int | str]:
+    return {**_kb_attributes(kb), "rag.documents": len(jobs),
+            "rag.chunks": sum(len(job.contents) for job in jobs)}
+
+
+def _parse(job: Job) -> None:
+    document = job.document
     started = time.perf_counter()
     data = _read_original(document)
     try:
@@ -239,6 +300,9 @@ def _parse_and_chunk(job: Job) -> None:
         )
     job.timer.add("parse", started)
 
+
+def _chunk(job: Job) -> None:
+    document, kb = job.document, job.document.knowledge_base
     started = time.perf_counter()
     job.drafts = chunk_document(
         job.parsed,
@@ -309,8 +373,11 @@ def _store(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> Non
     share = 1 / len(jobs)
 
     started = time.perf_counter()
-    progress = EmbeddingProgress([(job.claim, job.document, len(job.contents)) for job in jobs])
-    vectors = _embed(embedder, [content for job in jobs for content in job.contents], kb, progress)
+    with in_span("ingestion.embed") as span:
+        if span.is_recording():
+            span.set_attributes({**_shared_attributes(kb, jobs), "rag.embedding_model": kb.embedding_model})
+        progress = EmbeddingProgress([(job.claim, job.document, len(job.contents)) for job in jobs])
+        vectors = _embed(embedder, [content for job in jobs for content in job.contents], kb, progress)
     offset = 0
     for job in jobs:
         job.vectors = vectors[offset : offset + len(job.contents)]
@@ -318,7 +385,10 @@ def _store(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> Non
     _add_shared(jobs, "embed", started, share)
 
     started = time.perf_counter()
-    _replace_rows(jobs)
+    with in_span("ingestion.store") as span:
+        if span.is_recording():
+            span.set_attributes(_shared_attributes(kb, jobs))
+        _replace_rows(jobs)
     _add_shared(jobs, "store", started, share)
 
     started = time.perf_counter()
@@ -327,10 +397,16 @@ def _store(kb: KnowledgeBase, embedder, jobs: list[Job], beat: Heartbeat) -> Non
         if job.document.pk not in held:
             _lost(job)
     live = _running(jobs)
-    _index(kb, live)
+    with in_span("ingestion.upsert") as span:
+        if span.is_recording():
+            span.set_attributes(_shared_attributes(kb, live))
+        _index(kb, live)
     _add_shared(live, "upsert", started, share)
 
-    _finish(live)
+    with in_span("ingestion.ready") as span:
+        if span.is_recording():
+            span.set_attributes(_shared_attributes(kb, live))
+        _finish(live)
 
 
 def _running(jobs: list[Job]) -> list[Job]:
