@@ -17,7 +17,7 @@ from pathlib import Path
 from django.utils import translation
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("engines", "knowledge", "retrieval", "chat", "evaluation", "ragsite")
+APPS = ("engines", "knowledge", "retrieval", "chat", "evaluation", "integrations", "ragsite")
 GETTEXT = {"_", "gettext", "gettext_lazy", "pgettext", "pgettext_lazy", "ngettext", "ngettext_lazy", "gettext_noop"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
 TEMPLATE_TAG = re.compile(r"""{%\s*(?:translate|trans)\s+(["'])(.+?)\1""")

@@ -26,6 +26,13 @@ CODES = {"knowledge_base_not_found": "model_not_found", "not_authenticated": "in
          "authentication_failed": "invalid_api_key"}
 # ragsite request fields a chat-completions caller knows by another name.
 PARAMS = {"knowledge_base_id": "model", "question": "messages", "messages": "messages"}
+# The parameter a ragsite error code is about, when its body does not say.
+CODE_PARAMS = {
+    "knowledge_base_not_found": "model", "question_empty": "messages", "question_too_long": "messages",
+    "invalid_filter": "ragsite.filters", "too_many_knowledge_bases": "ragsite.knowledge_base_ids",
+    "conversation_not_found": "ragsite.conversation_id", "conversation_kb_mismatch": "ragsite.conversation_id",
+    "option_requires_login": "ragsite",
+}
 
 
 def error_type(status: int) -> str:
@@ -41,9 +48,7 @@ def error_body(*, status: int, code: str, message: str, param: str | None = None
 def from_ragsite(status: int, body: dict) -> dict:
     """A ragsite error body (`code`, `detail`, its own fields) in OpenAI's shape."""
     extra = {key: value for key, value in body.items() if key in ("retry_after",)}
-    param = body.get("param")
-    if param is None and body.get("code") == "knowledge_base_not_found":
-        param = "model"
+    param = body.get("param") or CODE_PARAMS.get(body.get("code"))
     if param is None and isinstance(body.get("errors"), dict) and body["errors"]:
         field = next(iter(body["errors"]))
         param = PARAMS.get(field, f"ragsite.{field}")
