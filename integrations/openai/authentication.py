@@ -2,7 +2,8 @@
 
 The OpenAI SDKs send `Authorization: Bearer <key>`; ragsite's API clients send `Token <key>`.
 Both name the same DRF token (`rest_framework.authtoken`), so an integration uses one key
-everywhere. No header at all is an anonymous caller, who may ask public knowledge bases only,
+everywhere. Without a token the views fall back to the session (with its CSRF check), as every
+API view does; with neither the caller is anonymous and may ask public knowledge bases only,
 exactly as on `/api/chat`.
 """
 

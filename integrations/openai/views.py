@@ -25,7 +25,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -39,6 +39,7 @@ from chat.pipeline.rag import GENERATION_FAILED
 from chat.streaming import TurnRunner
 from engines.tokens import count_tokens
 from ragsite.api import error_payload, exception_handler
+from ragsite.authentication import SessionAuthentication
 from ragsite.db import releasing
 from ragsite.errors import DomainError, ServerBusy
 from ragsite.executors import CHAT_TURN, pool, run_admitted
@@ -50,8 +51,10 @@ from .serializers import ChatCompletionInput, ChatCompletionOutput, ModelListOut
 
 logger = logging.getLogger(__name__)
 
-# Tokens only, `Bearer` or `Token`: an OpenAI client has no session (and no CSRF token).
-AUTHENTICATORS = (BearerTokenAuthentication,)
+# The API's own, with the token also read as `Bearer <token>` (what OpenAI clients send): a
+# token first (a wrong one is a 401 with `WWW-Authenticate: Bearer`), else the session with its
+# CSRF check for signed-in session users (a page of the site calling the API).
+AUTHENTICATORS = (BearerTokenAuthentication, SessionAuthentication)
 
 ERROR_DESCRIPTIONS = {
     400: "`invalid_request_error`: a malformed request, or one ragsite does not serve (n > 1, tools, "
@@ -90,7 +93,7 @@ class Prepared:
 
 
 def _authenticate(request: HttpRequest):
-    """(user, None), or (None, the 401 response)."""
+    """(user, None), or (None, the 401 or 403 response)."""
     try:
         return Request(request, parsers=[_LeftToTheView()], authenticators=[cls() for cls in AUTHENTICATORS]).user, None
     except AuthenticationFailed as exc:
@@ -98,6 +101,8 @@ def _authenticate(request: HttpRequest):
         reply = errors.response(body, 401)
         reply["WWW-Authenticate"] = BearerTokenAuthentication().authenticate_header(request)
         return None, reply
+    except PermissionDenied as exc:  # the CSRF check of a signed-in session (ragsite.authentication)
+        return None, errors.response(errors.error_body(status=403, code=str(exc.get_codes()), message=str(exc.detail)), 403)
 
 
 # --- POST /v1/chat/completions ------------------------------------------------------------------
@@ -138,6 +143,7 @@ async def chat_completions(request: HttpRequest):
     finally:
         if not streaming:
             admission.slot.release()
+    assert started is not None  # `RAGService.prepare` yields it first
     writer = wire.ChunkWriter(id=wire.stream_id(started.trace_id), model=prepared.request.model,
                               created=int(time.time()))
     response = StreamingHttpResponse(_chunks(runner, prepared, writer), content_type=wire.CONTENT_TYPE)

@@ -14,7 +14,7 @@ import pytest
 
 from chat.models import ChatEvidence, Message, MessageRole, MessageStatus, QueryTrace, TraceStatus
 from ragsite.throttles import SCOPES
-from tests.chat.conftest import GREETING, RAG_ANSWER_FACT, RAG_QUESTION, live_chat_server
+from tests.chat.conftest import GREETING, RAG_ANSWER_FACT, RAG_QUESTION, csrf_pair, live_chat_server, session_cookie_for
 from tests.fakes.provider_server import Answer
 from tests.integrations.conftest import async_openai_client, openai_client
 from tests.live import eventually
@@ -282,6 +282,20 @@ def test_a_model_failing_mid_stream_is_an_error_the_sdk_raises(chat_kb, member_t
     assert Message.objects.get(role=MessageRole.ASSISTANT).status == MessageStatus.ERROR
 
 
+def test_a_model_failing_a_json_answer_is_a_502(chat_kb, member_token, openai_provider):
+    # given: a model that fails after two deltas
+    openai_provider.enqueue("openai.chat", Answer(deltas=ANSWER, error_after=2))
+    with live_chat_server() as base_url:
+        client = openai_client(base_url, member_token)
+        # when
+        with pytest.raises(openai.InternalServerError) as failed:
+            client.chat.completions.create(model=chat_kb.slug, messages=[{"role": "user", "content": RAG_QUESTION}],
+                                           extra_body={"ragsite": {"enable_query_rewrite": False}})
+    # then
+    assert failed.value.status_code == 502 and failed.value.body["code"] == "generation_failed"
+    assert Message.objects.get(role=MessageRole.ASSISTANT).status == MessageStatus.ERROR
+
+
 def test_a_reader_leaving_mid_stream_cancels_the_turn(chat_kb, member_token, openai_provider):
     # given: a model that would take 30 s to its first token
     openai_provider.enqueue("openai.chat", Answer(deltas=ANSWER, first_delay=30.0))
@@ -332,3 +346,19 @@ def test_an_anonymous_caller_asks_public_knowledge_bases_only(chat_kb, hidden_kb
     assert public.status_code == 200 and RAG_ANSWER_FACT in public.json()["choices"][0]["message"]["content"]
     assert (hidden.status_code, hidden.json()["error"]["code"]) == (404, "model_not_found")
     assert [m["id"] for m in models.json()["data"]] == [chat_kb.slug]
+
+
+def test_a_signed_in_page_asks_with_its_session_and_csrf_token(chat_kb, member_user):
+    # given: a browser signed in as a member, with and without its CSRF token
+    cookies, csrf = csrf_pair()
+    signed_in = {**session_cookie_for(member_user), **cookies}
+    body = {"model": chat_kb.slug, "messages": [{"role": "user", "content": GREETING}]}
+    with live_chat_server() as base_url, httpx.Client(base_url=base_url, cookies=signed_in, timeout=60) as browser:
+        # when
+        forged = browser.post("/v1/chat/completions", json=body)
+        asked = browser.post("/v1/chat/completions", json=body, headers=csrf)
+    # then: the session's CSRF check holds, in OpenAI's error shape
+    assert (forged.status_code, forged.json()["error"]["code"]) == (403, "csrf_failed")
+    assert asked.status_code == 200
+    message = Message.objects.get(pk=asked.json()["ragsite"]["message_id"])
+    assert message.conversation.user == member_user
