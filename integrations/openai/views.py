@@ -70,6 +70,15 @@ ERROR_DESCRIPTIONS = {
 }
 
 
+# Before OpenAPI 3.2 an event stream's schema describes each event.
+CHUNK_EVENT = {
+    "type": "object",
+    "properties": {"data": {"type": "string", "description": "One chat.completion.chunk as JSON, an "
+                                                             "`{\"error\": {...}}` object, or `[DONE]` last."}},
+    "required": ["data"],
+}
+
+
 def openai_errors(*statuses: int) -> dict[int, OpenApiResponse]:
     return {status: OpenApiResponse(OpenAIErrorOutput, description=ERROR_DESCRIPTIONS[status]) for status in statuses}
 
@@ -285,7 +294,14 @@ class ChatCompletionsView(APIView):
             "以 data: [DONE] 结束。引用、置信度与消息编号在扩展字段 ragsite 中。"
         ),
         request=ChatCompletionInput,
-        responses={200: ChatCompletionOutput, **openai_errors(400, 401, 403, 404, 413, 415, 429, 502, 503)},
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                ChatCompletionOutput, description="`stream` false: one chat.completion. `stream` true: server-sent "
+                "events, one chat.completion.chunk per `data:` line (the one with finish_reason also carries "
+                "`ragsite`), `data: [DONE]` last."),
+            (200, "text/event-stream"): OpenApiResponse(CHUNK_EVENT),
+            **openai_errors(400, 401, 403, 404, 413, 415, 429, 502, 503),
+        },
     )
     def post(self, request: Request) -> Response:  # pragma: no cover — never routed (see above)
         raise NotImplementedError
