@@ -164,7 +164,8 @@ async def chat_completions(request: HttpRequest):
 def _prepare_request(request: HttpRequest):
     """Prepared, or the error response; in this order: body size, authentication, media type,
     JSON, the request's OpenAI fields, then the chat admission (rate limits, validation,
-    concurrent answers)."""
+    concurrent answers). A request malformed as a chat completion is refused before the rate
+    count: it costs no more than the token lookup, and a question it is not."""
     try:
         raw = request.body
     except RequestDataTooBig:
