@@ -90,6 +90,23 @@ def test_a_streamed_answer_arrives_as_chunks_with_the_extension_and_usage_last(c
     assert_stored_as_answered(ragsite, text)
 
 
+def test_the_sdks_stream_helper_assembles_the_answer(chat_kb, member_token):
+    with live_chat_server() as base_url:
+        client = openai_client(base_url, member_token)
+        # when: the SDK's own accumulator reads the chunks
+        with client.chat.completions.stream(
+            model=chat_kb.slug, messages=[{"role": "user", "content": RAG_QUESTION}],
+            stream_options={"include_usage": True},
+        ) as stream:
+            events = [event.type for event in stream]
+            final = stream.get_final_completion()
+    # then
+    assert "content.delta" in events and "content.done" in events
+    assert final.choices[0].finish_reason == "stop" and RAG_ANSWER_FACT in final.choices[0].message.content
+    assert final.usage.completion_tokens > 0
+    assert Message.objects.get(role=MessageRole.ASSISTANT).content == final.choices[0].message.content
+
+
 def test_the_async_client_streams_and_answers_whole(chat_kb, member_token):
     async def ask(base_url: str):
         async with async_openai_client(base_url, member_token) as client:
