@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/", include("knowledge.api.urls")),
     path("api/", include("retrieval.urls")),
     path("api/", include("chat.urls")),
+    path("v1/", include("integrations.openai.urls")),  # OpenAI-compatible chat completions and models
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("events/kb/<int:kb_id>/", knowledge_views.kb_events, name="kb-events"),

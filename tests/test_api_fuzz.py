@@ -230,7 +230,9 @@ def test_every_operation_answers_as_its_schema_says(site_with_data, caller_heade
     # and: one plain, valid request per operation that must reach the data. Generated requests
     # do so only by chance, and what they generate depends on the ids the process hands out.
     question = {"knowledge_base_id": site_with_data.kb_slug, "question": RAG_QUESTION}
-    known_good = {"POST /api/retrieval/search": question, "POST /api/chat": question, "POST /api/chat/stream": question}
+    known_good = {"POST /api/retrieval/search": question, "POST /api/chat": question, "POST /api/chat/stream": question,
+                  "POST /v1/chat/completions": {"model": site_with_data.kb_slug,
+                                                "messages": [{"role": "user", "content": RAG_QUESTION}]}}
     for operation in operations:
         path = {name: value for name, value in site_with_data.path.items() if "{" + name + "}" in operation.path}
         if operation.label not in known_good and operation.label not in REACHED:
@@ -247,6 +249,7 @@ def test_every_operation_answers_as_its_schema_says(site_with_data, caller_heade
     assert statuses["POST /api/retrieval/search"]["results"] > 0
     assert statuses["POST /api/chat"]["200"] > 0
     assert statuses["POST /api/chat/stream"]["200"] > 0
+    assert statuses["POST /v1/chat/completions"]["200"] > 0
     assert statuses["GET /api/knowledge-bases/{kb_id}/documents/"]["200"] > 0
     assert statuses["GET /api/chunks/{chunk_id}/preview"]["200"] > 0
     assert statuses["GET /api/assets/{asset_id}"]["200"] > 0

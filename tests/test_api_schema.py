@@ -39,8 +39,18 @@ def test_every_operation_declares_its_errors_in_the_error_shape(schema):
     for label, operation in operations(schema):
         errors = {code: response for code, response in operation["responses"].items() if code >= "400"}
         assert "401" in errors, label
+        # The OpenAI-compatible endpoints (integrations/openai) answer OpenAI's error shape.
+        shape = "OpenAIError" if label.split(" ", 1)[1].startswith("/v1/") else "Error"
         for code, response in errors.items():
-            assert response["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}, (label, code)
+            assert response["content"]["application/json"]["schema"] == {"$ref": f"#/components/schemas/{shape}"}, (label, code)
+
+
+def test_the_openai_compatible_endpoints_are_described(schema):
+    paths = schema["paths"]
+    completions = paths["/v1/chat/completions"]["post"]
+    assert completions["description"] and {"400", "401", "404", "429", "503"} <= set(completions["responses"])
+    assert paths["/v1/models"]["get"]["description"]
+    assert "404" in paths["/v1/models/{model_id}"]["get"]["responses"]
 
 
 def test_lists_are_pages(schema):

@@ -240,6 +240,12 @@ API: dict[str, list[Call]] = {
     "api/chat": [Call("POST", "reader", "/api/chat", _question(), live=True)],
     "api/chat/stream": [Call("POST", "reader", "/api/chat/stream", _question(), live=True)],
     "api/chat/conversations": [Call("GET", "anyone", "/api/chat/conversations", lists_secret="owner")],
+    # The OpenAI-compatible transports (integrations/openai): knowledge bases as models.
+    "v1/models": [Call("GET", "anyone", "/v1/models")],
+    "v1/models/<str:model_id>": [Call("GET", "reader", "/v1/models/{kb}")],
+    "v1/chat/completions": [Call("POST", "reader", "/v1/chat/completions",
+                                 {"model": "secret-kb", "messages": [{"role": "user", "content": "报销流程是什么？"}]},
+                                 live=True)],
     "api/chat/conversations/<uuid:conversation_id>": [Call("GET", "owner", "/api/chat/conversations/{conversation}")],
     "api/chat/messages/<str:message_id>/feedback": [
         Call("GET", "owner", "/api/chat/messages/{message}/feedback"),

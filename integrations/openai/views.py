@@ -1,0 +1,357 @@
+"""OpenAI-compatible transports of the chat turn: `POST /v1/chat/completions` (streamed or one
+JSON object) and `GET /v1/models[/{id}]` (the knowledge bases the caller may read).
+
+`chat_completions` is `chat.views.chat_stream`'s structure in OpenAI's wire format: admission
+(authentication, rate limits, validation, a concurrent-answer slot) runs in the bounded turn
+pool (`run_admitted`) and gives its database connection back before the answer; the turn runs
+in `TurnRunner` (the same `RAGService` phases, stored with evidence and trace); everything up to
+the evidence is decided before the response starts, so those failures are ordinary JSON errors
+with their status (`Retry-After` on 429 and 503); a client that disconnects cancels the turn. A
+JSON answer (`stream` false) is the same turn read to its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
+from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.utils.mediatypes import media_type_matches
+from rest_framework.views import APIView
+
+from chat.admission import Admitted, Refused, admit_question
+from chat.contracts import TurnCancelled, TurnResult
+from chat.pipeline.events import Delta, Evidence, Finished, Started
+from chat.pipeline.rag import GENERATION_FAILED
+from chat.streaming import TurnRunner
+from engines.tokens import count_tokens
+from ragsite.api import error_payload, exception_handler
+from ragsite.authentication import SessionAuthentication
+from ragsite.db import releasing
+from ragsite.errors import DomainError, ServerBusy
+from ragsite.executors import CHAT_TURN, pool, run_admitted
+
+from . import errors, selectors, wire
+from .authentication import BearerTokenAuthentication
+from .requests import CompletionRequest, parse_completion_request
+from .serializers import ChatCompletionInput, ChatCompletionOutput, ModelListOutput, ModelOutput, OpenAIErrorOutput
+
+logger = logging.getLogger(__name__)
+
+# The API's own, with the token also read as `Bearer <token>` (what OpenAI clients send): a
+# token first (a wrong one is a 401 with `WWW-Authenticate: Bearer`), else the session with its
+# CSRF check for signed-in session users (a page of the site calling the API).
+AUTHENTICATORS = (BearerTokenAuthentication, SessionAuthentication)
+
+ERROR_DESCRIPTIONS = {
+    400: "`invalid_request_error`: a malformed request, or one ragsite does not serve (n > 1, tools, "
+         "non-text content); `param` names the parameter.",
+    401: "`invalid_api_key`: a wrong or expired token (`Authorization: Bearer <token>`).",
+    403: "`option_requires_login`: costly `ragsite` options asked anonymously.",
+    404: "`model_not_found`: no such knowledge base, or one the caller may not read (the same answer).",
+    413: "`request_too_large`.",
+    415: "`unsupported_media_type`: the body is not JSON.",
+    429: "`throttled` or `too_many_streams`: retry after `Retry-After`.",
+    502: "`generation_failed`: the model provider failed.",
+    503: "`server_busy` (retry after `Retry-After`) or a backing service is unavailable.",
+}
+
+
+# Before OpenAPI 3.2 an event stream's schema describes each event.
+CHUNK_EVENT = {
+    "type": "object",
+    "properties": {"data": {"type": "string", "description": "One chat.completion.chunk as JSON, an "
+                                                             "`{\"error\": {...}}` object, or `[DONE]` last."}},
+    "required": ["data"],
+}
+
+
+def openai_errors(*statuses: int) -> dict[int, OpenApiResponse]:
+    return {status: OpenApiResponse(OpenAIErrorOutput, description=ERROR_DESCRIPTIONS[status]) for status in statuses}
+
+
+# --- who is asking ------------------------------------------------------------------------------
+
+
+class _LeftToTheView(BaseParser):
+    """The view reads the body itself: authentication must not parse it."""
+
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return {}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    request: CompletionRequest
+    admission: Admitted
+
+
+def _authenticate(request: HttpRequest):
+    """(user, None), or (None, the 401 or 403 response)."""
+    try:
+        return Request(request, parsers=[_LeftToTheView()], authenticators=[cls() for cls in AUTHENTICATORS]).user, None
+    except AuthenticationFailed as exc:
+        body = errors.error_body(status=401, code="invalid_api_key", message=str(exc.detail))
+        reply = errors.response(body, 401)
+        reply["WWW-Authenticate"] = BearerTokenAuthentication().authenticate_header(request)
+        return None, reply
+    except PermissionDenied as exc:  # the CSRF check of a signed-in session (ragsite.authentication)
+        return None, errors.response(errors.error_body(status=403, code=str(exc.get_codes()), message=str(exc.detail)), 403)
+
+
+# --- POST /v1/chat/completions ------------------------------------------------------------------
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest):
+    if request.method != "POST":
+        return errors.response(errors.error_body(status=405, code="method_not_allowed", message=_("只支持 POST。")), 405)
+    try:
+        prepared = await run_admitted(pool(CHAT_TURN), releasing(lambda: _prepare_request(request)),
+                                      wait=settings.RAG_CHAT_QUEUE_TIMEOUT_SECONDS, discard=_give_back)
+    except ServerBusy as exc:
+        return errors.exception_response(exc)
+    if isinstance(prepared, JsonResponse):
+        return prepared
+    admission = prepared.admission
+    runner = TurnRunner(query=admission.query, requester=admission.requester).start_holding(admission.slot)
+    if not prepared.request.stream:
+        return await _answer_whole(runner, prepared)
+    streaming = False
+    started: Started | None = None
+    try:
+        while True:
+            outcome = await runner.next()
+            if outcome.kind == "error":
+                return _turn_error(outcome.value)
+            if outcome.kind == "done":  # the pipeline always yields evidence before it ends
+                return errors.internal_error(_(GENERATION_FAILED))
+            if isinstance(outcome.value, Started):
+                started = outcome.value
+            if isinstance(outcome.value, Evidence):
+                break
+        streaming = True
+    except asyncio.CancelledError:
+        runner.cancel()
+        raise
+    finally:
+        if not streaming:
+            admission.slot.release()
+    assert started is not None  # `RAGService.prepare` yields it first
+    writer = wire.ChunkWriter(id=wire.stream_id(started.trace_id), model=prepared.request.model,
+                              created=int(time.time()))
+    response = StreamingHttpResponse(_chunks(runner, prepared, writer), content_type=wire.CONTENT_TYPE)
+    for name, value in wire.HEADERS.items():
+        response[name] = value
+    return response
+
+
+def _prepare_request(request: HttpRequest):
+    """Prepared, or the error response; in this order: body size, authentication, media type,
+    JSON, the request's OpenAI fields, then the chat admission (rate limits, validation,
+    concurrent answers). A request malformed as a chat completion is refused before the rate
+    count: it costs no more than the token lookup, and a question it is not."""
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        return errors.response(errors.error_body(status=413, code="request_too_large", message=_("请求体过大。")), 413)
+    user, failure = _authenticate(request)
+    if failure is not None:
+        return failure
+    request.user = user
+    if raw and not media_type_matches(JSONParser.media_type, request.content_type or ""):
+        return errors.response(errors.error_body(
+            status=415, code="unsupported_media_type", message=_("请求体必须是 JSON（Content-Type: application/json）。"),
+        ), 415)
+    try:
+        body = json.loads(raw or b"{}", parse_constant=_not_json)
+    except (ValueError, UnicodeDecodeError):
+        return errors.response(errors.error_body(status=400, code="invalid_json", message=_("请求体不是合法的 JSON。")), 400)
+    try:
+        completion = parse_completion_request(body)
+    except DomainError as exc:
+        return errors.exception_response(exc)
+    admission = admit_question(caller=request, body=completion.chat_body, session=request.session)
+    if isinstance(admission, Refused):
+        return errors.ragsite_error_response(admission.status, admission.body)
+    return Prepared(request=completion, admission=admission)
+
+
+def _give_back(prepared) -> None:
+    """An admission whose request is gone: free its answer slot."""
+    if isinstance(prepared, Prepared):
+        prepared.admission.slot.release()
+
+
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not JSON")
+
+
+async def _answer_whole(runner: TurnRunner, prepared: Prepared) -> JsonResponse:
+    """The turn read to its end, answered as one `chat.completion`."""
+    slot = prepared.admission.slot
+    result: TurnResult | None = None
+    try:
+        while True:
+            outcome = await runner.next()
+            if outcome.kind == "error":
+                return _turn_error(outcome.value)
+            if outcome.kind == "done":
+                break
+            if isinstance(outcome.value, Finished):
+                result = outcome.value.result
+    except asyncio.CancelledError:
+        runner.cancel()
+        raise
+    finally:
+        slot.release()
+    if result is None:
+        return errors.internal_error(_(GENERATION_FAILED))
+    tokens = await _usage(prepared.request, result.answer)
+    body = wire.completion(result, model=prepared.request.model, created=int(time.time()), tokens=tokens)
+    return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
+
+
+async def _chunks(runner: TurnRunner, prepared: Prepared, writer: wire.ChunkWriter):
+    try:
+        yield writer.role()
+        while True:
+            outcome = await runner.next_coalesced()
+            if outcome.kind == "done":
+                yield wire.DONE
+                return
+            if outcome.kind == "error":
+                yield wire.encode(_stream_error(outcome.value))
+                return
+            event = outcome.value
+            if isinstance(event, Delta):
+                yield writer.delta(event.text)
+            elif isinstance(event, Finished):
+                yield writer.stop(event.result)
+                if prepared.request.include_usage:
+                    yield writer.usage(await _usage(prepared.request, event.result.answer))
+    except (asyncio.CancelledError, GeneratorExit):
+        runner.cancel()
+        raise
+    finally:
+        prepared.admission.slot.release()
+
+
+async def _usage(request: CompletionRequest, answer: str) -> dict[str, int]:
+    # The tokenizer computes: off the event loop, in the turn pool like the turn's other work.
+    loop = asyncio.get_running_loop()
+    prompt, completion = await loop.run_in_executor(
+        pool(CHAT_TURN), lambda: (count_tokens(request.prompt_text), count_tokens(answer))
+    )
+    return wire.usage(prompt, completion)
+
+
+def _turn_error(exc: BaseException) -> JsonResponse:
+    known = errors.exception_response(exc)
+    if known is not None:
+        return known
+    logger.error("chat completion failed before answering: %r", exc)
+    return errors.internal_error(_(GENERATION_FAILED))
+
+
+def _stream_error(exc: BaseException) -> dict:
+    """The `error` chunk of a failure after the stream started: a stable message, the code."""
+    known = error_payload(exc)  # GenerationFailed included: a ChatError, 502 with its message
+    if known is not None:
+        return errors.from_ragsite(*known)
+    if not isinstance(exc, TurnCancelled):
+        logger.error("chat completion stream failed after it started: %s", type(exc).__name__)
+    return errors.error_body(status=500, code="internal_error", message=_(GENERATION_FAILED))
+
+
+class ChatCompletionsView(APIView):
+    """The schema of `chat_completions`, an async view (DRF views do not stream into ASGI):
+    spectacular reads an endpoint's operations off its callback's `cls`."""
+
+    authentication_classes = AUTHENTICATORS
+
+    @extend_schema(
+        operation_id="openai_chat_completions_create",
+        tags=["openai"],
+        summary=gettext_lazy("OpenAI 兼容的对话补全"),
+        description=gettext_lazy(
+            "与 /api/chat 相同的一轮问答（同一流水线，保存证据与追踪），以 OpenAI Chat Completions 格式返回。"
+            "model 为知识库标识；最后一条 user 消息是问题；stream 为 true 时返回 chat.completion.chunk 事件流，"
+            "以 data: [DONE] 结束。引用、置信度与消息编号在扩展字段 ragsite 中。"
+        ),
+        request=ChatCompletionInput,
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                ChatCompletionOutput, description="`stream` false: one chat.completion. `stream` true: server-sent "
+                "events, one chat.completion.chunk per `data:` line (the one with finish_reason also carries "
+                "`ragsite`), `data: [DONE]` last."),
+            (200, "text/event-stream"): OpenApiResponse(CHUNK_EVENT),
+            **openai_errors(400, 401, 403, 404, 413, 415, 429, 502, 503),
+        },
+    )
+    def post(self, request: Request) -> Response:  # pragma: no cover — never routed (see above)
+        raise NotImplementedError
+
+
+chat_completions.cls = ChatCompletionsView
+chat_completions.initkwargs = {}
+
+
+# --- GET /v1/models -----------------------------------------------------------------------------
+
+
+def openai_exception_handler(exc, context):
+    """The API's exception handler, its body in OpenAI's shape."""
+    response = exception_handler(exc, context)
+    if response is not None and isinstance(response.data, dict) and "code" in response.data:
+        response.data = errors.from_ragsite(response.status_code, response.data)
+    return response
+
+
+class OpenAIView(APIView):
+    authentication_classes = AUTHENTICATORS
+
+    def get_exception_handler(self):
+        return openai_exception_handler
+
+
+class ModelListView(OpenAIView):
+    @extend_schema(
+        operation_id="openai_models_list",
+        tags=["openai"],
+        summary=gettext_lazy("可用模型（知识库）列表"),
+        description=gettext_lazy("调用者可读的知识库，每个作为一个模型：id 为知识库标识，created 为创建时间（Unix 秒）。"),
+        responses={200: ModelListOutput, **openai_errors(401, 503)},
+    )
+    def get(self, request: Request) -> Response:
+        models = [wire.model_object(slug=kb.slug, created=int(kb.created_at.timestamp()))
+                  for kb in selectors.readable_models(user=request.user)]
+        return Response({"object": "list", "data": models})
+
+
+class ModelDetailView(OpenAIView):
+    @extend_schema(
+        operation_id="openai_models_retrieve",
+        tags=["openai"],
+        summary=gettext_lazy("单个模型（知识库）"),
+        description=gettext_lazy("调用者无权读取的知识库与不存在的知识库一样返回 404。"),
+        responses={200: ModelOutput, **openai_errors(401, 404, 503)},
+    )
+    def get(self, request: Request, model_id: str) -> Response:
+        kb = selectors.model(user=request.user, model_id=model_id)
+        return Response(wire.model_object(slug=kb.slug, created=int(kb.created_at.timestamp())))
