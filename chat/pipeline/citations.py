@@ -29,8 +29,51 @@ _IMAGE = re.compile(r"!\[[^\]\n]*\]\(asset://\d+\)")
 
 def readable_markers(answer: str) -> str:
     """The answer with each citation link written as the reader sees it, "[来源 N]": for pages
-    and protocols that show the text as it is, not the chat page's markdown."""
+    and protocols that show the text as it is, not the chat page's markdown (an OpenAI or MCP
+    client has no `citation://` to resolve; it gets the sources beside the text)."""
     return _CITATION.sub(lambda m: f"[来源 {m.group(1)}]", answer)
+
+
+# The citation link piece by piece: literal parts, and None for a run of digits.
+_LINK_PARTS = ("[来源 ", None, "](citation://", None, ")")
+
+
+def _may_become_link(tail: str) -> bool:
+    """`tail` (from a "[") is the start of a citation link that more text may complete."""
+    position = 0
+    for part in _LINK_PARTS:
+        rest = tail[position:]
+        if not rest:
+            return True
+        if part is None:
+            digits = len(rest) - len(rest.lstrip("0123456789"))
+            if not digits:
+                return False
+            position += digits
+        elif rest.startswith(part):
+            position += len(part)
+        else:
+            return part.startswith(rest)
+    return False  # complete: nothing left to wait for
+
+
+class ReadableMarkerStream:
+    """`readable_markers` over an answer that arrives in deltas: a delta that ends inside what
+    may still become a citation link holds that end back until the link completes (or cannot)."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        text, self._held = self._held + text, ""
+        start = text.rfind("[")
+        if start >= 0 and _may_become_link(text[start:]):
+            text, self._held = text[:start], text[start:]
+        return readable_markers(text)
+
+    def flush(self) -> str:
+        held, self._held = self._held, ""
+        return readable_markers(held)
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,13 @@ not this module.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rest_framework import serializers
 
 from chat.admission import Refused, admit_question
 from chat.contracts import Citation, TurnResult
+from chat.pipeline.citations import readable_markers
 from chat.pipeline.rag import RAGService
 from knowledge.access import readable_knowledge_bases
 from knowledge.locators import locator_label
@@ -46,7 +46,6 @@ from .contracts import (
     SearchResults,
 )
 
-_CITATION_LINK = re.compile(r"\[来源 (\d{1,3})\]\(citation://\1\)")
 
 # Results per search: what a model's context can use; the API allows more (50).
 MAX_TOP_K = 20
@@ -103,12 +102,6 @@ def ask(*, caller, kb: str, question: str, conversation_id: str | None, base_url
     return _answer(result, kb=kb, base_url=base_url)
 
 
-def plain_citations(answer: str) -> str:
-    """`[来源 N](citation://N)` as `[来源 N]`: the chat page resolves `citation://` links to
-    its sources; an MCP client has nothing to resolve them to and gets the sources alongside."""
-    return _CITATION_LINK.sub(r"[来源 \1]", answer)
-
-
 def _validated(serializer: serializers.Serializer) -> dict[str, Any]:
     """The serializer's data; its field errors as the API's 400 body. (Its domain errors — a
     bad filter, an option an anonymous caller may not ask for — propagate with their own.)"""
@@ -163,7 +156,7 @@ def _citation(citation: Citation, *, base_url: str) -> AnswerCitation:
 def _answer(result: TurnResult, *, kb: str, base_url: str) -> Answer:
     confidence = result.answer_confidence
     return Answer(
-        answer=plain_citations(result.answer),
+        answer=readable_markers(result.answer),
         citations=[_citation(c, base_url=base_url) for c in result.citations],
         confidence=AnswerConfidenceInfo(score=confidence.score, level=str(confidence.level), label=confidence.label),
         hit_type=str(result.hit_type),

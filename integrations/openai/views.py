@@ -34,6 +34,7 @@ from rest_framework.views import APIView
 
 from chat.admission import Admitted, Refused, admit_question
 from chat.contracts import TurnCancelled, TurnResult
+from chat.pipeline.citations import ReadableMarkerStream
 from chat.pipeline.events import Delta, Evidence, Finished, Started
 from chat.pipeline.rag import GENERATION_FAILED
 from chat.streaming import TurnRunner
@@ -228,6 +229,7 @@ async def _answer_whole(runner: TurnRunner, prepared: Prepared) -> JsonResponse:
 
 
 async def _chunks(runner: TurnRunner, prepared: Prepared, writer: wire.ChunkWriter):
+    markers = ReadableMarkerStream()
     try:
         yield writer.role()
         while True:
@@ -240,8 +242,13 @@ async def _chunks(runner: TurnRunner, prepared: Prepared, writer: wire.ChunkWrit
                 return
             event = outcome.value
             if isinstance(event, Delta):
-                yield writer.delta(event.text)
+                text = markers.feed(event.text)
+                if text:
+                    yield writer.delta(text)
             elif isinstance(event, Finished):
+                rest = markers.flush()
+                if rest:
+                    yield writer.delta(rest)
                 yield writer.stop(event.result)
                 if prepared.request.include_usage:
                     yield writer.usage(await _usage(prepared.request, event.result.answer))

@@ -5,7 +5,8 @@ unknown fields: `completion.ragsite`, or `model_extra["ragsite"]`).
 `ragsite` = {message_id, conversation_id, trace_id, hit_type, answer_confidence, citations,
 clarify}: `message_id` is the stored answer's (what `POST /api/chat/messages/{id}/feedback`
 takes), `citations` are `/api/chat`'s, the ones the stored evidence holds; the text cites them
-as `[来源 N](citation://N)`, as the pipeline wrote it.
+as `[来源 N]` (the pipeline's `[来源 N](citation://N)` links point at the chat page's sources,
+which an OpenAI client does not have; the stored message keeps them).
 
 A streamed answer's chunks: the first has the role, then one per text delta, then the one with
 `finish_reason` "stop" and `ragsite` (the last with `choices`), then, with
@@ -21,6 +22,7 @@ import json
 from typing import Any
 
 from chat.contracts import TurnResult
+from chat.pipeline.citations import readable_markers
 
 CONTENT_TYPE = "text/event-stream; charset=utf-8"
 HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
@@ -61,7 +63,7 @@ def completion(result: TurnResult, *, model: str, created: int, tokens: dict[str
         "model": model,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": result.answer, "refusal": None},
+            "message": {"role": "assistant", "content": readable_markers(result.answer), "refusal": None},
             "finish_reason": "stop",
             "logprobs": None,
         }],

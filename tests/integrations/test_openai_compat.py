@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from chat.models import ChatEvidence, Message, MessageRole, MessageStatus, QueryTrace, TraceStatus
+from chat.pipeline.citations import readable_markers
 from ragsite.throttles import SCOPES
 from tests.chat.conftest import GREETING, RAG_ANSWER_FACT, RAG_QUESTION, csrf_pair, live_chat_server, session_cookie_for
 from tests.fakes.provider_server import Answer
@@ -28,7 +29,8 @@ def assert_stored_as_answered(ragsite: dict, text: str) -> Message:
     """The answer is the stored turn: its message, its evidence (the same citations) and its
     completed trace."""
     message = Message.objects.get(pk=ragsite["message_id"])
-    assert (message.role, message.status, message.content) == (MessageRole.ASSISTANT, MessageStatus.COMPLETE, text)
+    # The stored text keeps the chat page's citation links; the client reads them as "[来源 N]".
+    assert (message.role, message.status, readable_markers(message.content)) == (MessageRole.ASSISTANT, MessageStatus.COMPLETE, text)
     assert str(message.conversation_id) == ragsite["conversation_id"]
     assert str(message.trace_id) == ragsite["trace_id"]
     evidence = ChatEvidence.objects.get(message=message)
@@ -56,7 +58,7 @@ def test_a_json_answer_is_the_stored_turn_with_its_citations(chat_kb, member_tok
     choice = completion.choices[0]
     assert completion.object == "chat.completion" and completion.model == chat_kb.slug
     assert choice.finish_reason == "stop" and choice.message.role == "assistant"
-    assert RAG_ANSWER_FACT in choice.message.content and "[来源 1](citation://1)" in choice.message.content
+    assert RAG_ANSWER_FACT in choice.message.content and "[来源 1]" in choice.message.content and "citation://" not in choice.message.content
     # then: the extension names the stored answer; the id's number is its message id
     ragsite = completion.model_extra["ragsite"]
     assert completion.id == f"chatcmpl-{ragsite['message_id']}"
@@ -86,7 +88,7 @@ def test_a_streamed_answer_arrives_as_chunks_with_the_extension_and_usage_last(c
     ragsite = stops[0].model_extra["ragsite"]
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
     assert all(c.object == "chat.completion.chunk" and c.id == f"chatcmpl-{ragsite['trace_id']}" for c in chunks)
-    assert RAG_ANSWER_FACT in text and "[来源 1](citation://1)" in text
+    assert RAG_ANSWER_FACT in text and "[来源 1]" in text and "citation://" not in text
     assert_stored_as_answered(ragsite, text)
 
 
@@ -104,7 +106,7 @@ def test_the_sdks_stream_helper_assembles_the_answer(chat_kb, member_token):
     assert "content.delta" in events and "content.done" in events
     assert final.choices[0].finish_reason == "stop" and RAG_ANSWER_FACT in final.choices[0].message.content
     assert final.usage.completion_tokens > 0
-    assert Message.objects.get(role=MessageRole.ASSISTANT).content == final.choices[0].message.content
+    assert readable_markers(Message.objects.get(role=MessageRole.ASSISTANT).content) == final.choices[0].message.content
 
 
 def test_the_async_client_streams_and_answers_whole(chat_kb, member_token):
@@ -277,7 +279,7 @@ def test_a_server_too_busy_answers_503_with_retry_after(chat_kb, member_token, o
     # then
     assert refused.value.status_code == 503 and refused.value.body["code"] == "server_busy"
     assert int(refused.value.response.headers["Retry-After"]) == settings.RAG_BUSY_RETRY_AFTER_SECONDS
-    assert first[0].choices[0].message.content == "星河X3 的保修期为 24 个月[来源 1](citation://1)。"
+    assert first[0].choices[0].message.content == "星河X3 的保修期为 24 个月[来源 1]。"
 
 
 def test_a_model_failing_mid_stream_is_an_error_the_sdk_raises(chat_kb, member_token, openai_provider):
@@ -336,14 +338,15 @@ def test_a_reader_leaving_mid_stream_cancels_the_turn(chat_kb, member_token, ope
 
 def test_the_readme_example_runs_against_the_server(chat_kb, member_token, capsys):
     # given: the snippet's Python, pointed at a live server, a real token and a knowledge base
-    readme = (Path(__file__).resolve().parents[2] / "README_SNIPPET_OPENAI.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8").split(
+        "### OpenAI-compatible chat completions", 1)[1]
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
     with live_chat_server() as base_url:
         runnable = (code.replace("http://127.0.0.1:8000/v1", f"{base_url}/v1").replace("<token>", member_token)
                     .replace('"demo"', f'"{chat_kb.slug}"'))
         assert runnable != code
         # when
-        exec(compile(runnable, "README_SNIPPET_OPENAI.md", "exec"), {})
+        exec(compile(runnable, "README.md", "exec"), {})
 
     # then: it listed the model, printed both answers and the stored message's id
     printed = capsys.readouterr().out
