@@ -159,7 +159,7 @@ PATH_PARAMETERS = {
     "asset_id": _("图片 ID（检索结果与引用的 `assets[].id`）。"),
     "chunk_id": _("分块 ID（检索结果与引用的 `chunk_id`）。"),
     "conversation_id": _("对话 ID（问答响应的 `conversation_id`）。"),
-    "message_id": _("回答的消息 ID（问答响应的 `message_id`），或 OpenAI 兼容接口返回的 `id`（`chatcmpl-…`）。"),
+    "message_id": _("回答的消息 ID（问答响应的 `message_id`），或 OpenAI 兼容接口返回的 `id`（`chatcmpl-…`，流式回答的也可以）。"),
 }
 
 

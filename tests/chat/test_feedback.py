@@ -55,6 +55,13 @@ def test_the_openai_completion_id_names_the_same_answer(answered, member_api):
     assert response.status_code == 200 and AnswerFeedback.objects.get().message_id == answered["message_id"]
 
 
+def test_a_streamed_openai_completion_id_names_the_answer_by_its_trace(answered, member_api):
+    # when: "chatcmpl-<trace id>", what a streamed OpenAI-compatible answer is known by
+    response = member_api.put(feedback_url(f"chatcmpl-{answered['trace_id']}"), {"verdict": "up"}, format="json")
+    # then
+    assert response.status_code == 200 and AnswerFeedback.objects.get().message_id == answered["message_id"]
+
+
 def test_another_readers_answer_answers_like_a_missing_one(answered, staff_api):
     # given: the newest id, plus one that was never used
     missing_id = Message.objects.order_by("-pk").first().pk + 1000
@@ -93,7 +100,7 @@ def test_bad_feedback_is_refused_and_keeps_the_verdict_given(answered, member_ap
     assert AnswerFeedback.objects.get().verdict == "up"
 
 
-@pytest.mark.parametrize("message_id", ["0", "abc", "chatcmpl-", "1" * 30, "-1"])
+@pytest.mark.parametrize("message_id", ["0", "abc", "chatcmpl-", "1" * 30, "-1", "chatcmpl-00000000-0000-0000-0000-000000000000"])
 def test_an_id_that_names_no_answer_is_not_found(answered, member_api, message_id):
     # when
     response = member_api.put(feedback_url(message_id), {"verdict": "up"}, format="json")
