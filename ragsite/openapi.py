@@ -108,6 +108,9 @@ class TokenScheme(SpectacularTokenScheme):
     """`Authorization: Token …`, described for integrators (spectacular's says only the prefix)."""
 
     priority = 0  # over spectacular's own (-1)
+    # DRF's class only: a subclass that reads the token another way (the OpenAI-compatible
+    # endpoints' Bearer) describes itself under its own name.
+    match_subclasses = False
 
     def get_security_definition(self, auto_schema):
         return {
@@ -144,6 +147,8 @@ TAGS = (
         "assets", pgettext_lazy("API tag", "证据图片与预览"),
         _("答案与检索结果引用的图片和 PDF 区域预览，按知识库的读取权限校验。"),
     ),
+    ApiTag("openai", pgettext_lazy("API tag", "OpenAI 兼容接口"),
+           _("OpenAI Chat Completions 格式的问答与模型（知识库）列表，供 OpenAI SDK 等工具直接调用。")),
     ApiTag("admin", pgettext_lazy("API tag", "运维"), _("面向知识库编辑者的运维操作。")),
 )
 # The chunk previews are citation media like the assets: one group.
@@ -159,6 +164,7 @@ PATH_PARAMETERS = {
     "asset_id": _("图片 ID（检索结果与引用的 `assets[].id`）。"),
     "chunk_id": _("分块 ID（检索结果与引用的 `chunk_id`）。"),
     "conversation_id": _("对话 ID（问答响应的 `conversation_id`）。"),
+    "model_id": _("模型 ID，即知识库标识（slug）。"),
     "message_id": _("回答的消息 ID（问答响应的 `message_id`），或 OpenAI 兼容接口返回的 `id`（`chatcmpl-…`，流式回答的也可以）。"),
 }
 
@@ -281,6 +287,9 @@ class AutoSchema(SpectacularAutoSchema):
         # Spectacular's tag is the path's first segment; readers see the group's translated name.
         # A segment without an ApiTag (a new group) keeps spectacular's name until it gets one.
         names = {tag.key: tag.name for tag in TAGS}
+        if self.path.startswith("/v1/"):
+            # The OpenAI-compatible endpoints are one group, whatever their segment (chat, models).
+            return [names["openai"]]
         return [names.get(TAG_ALIASES.get(key, key), key) for key in super().get_tags()]
 
     def _get_paginator(self):

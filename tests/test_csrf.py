@@ -65,6 +65,7 @@ def world(kb_with_active_version, staff_user):
         "conversation_id": uuid.uuid4(),
         "asset_id": 1,
         "chunk_id": 1,
+        "message_id": 1,  # no such answer: the CSRF check comes first, whatever the answer is
     }
 
 

@@ -9,6 +9,7 @@ exactly as on `/api/chat`.
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
@@ -41,4 +42,4 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer",
-                "description": "The API token (`rest_framework.authtoken`), as `Bearer <token>` or `Token <token>`."}
+                "description": _("API 令牌（由管理员在后台创建），以 `Authorization: Bearer <令牌>`（OpenAI SDK 的写法）或 `Token <令牌>` 发送。")}

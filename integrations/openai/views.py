@@ -58,24 +58,22 @@ logger = logging.getLogger(__name__)
 AUTHENTICATORS = (BearerTokenAuthentication, SessionAuthentication)
 
 ERROR_DESCRIPTIONS = {
-    400: "`invalid_request_error`: a malformed request, or one ragsite does not serve (n > 1, tools, "
-         "non-text content); `param` names the parameter.",
-    401: "`invalid_api_key`: a wrong or expired token (`Authorization: Bearer <token>`).",
-    403: "`option_requires_login`: costly `ragsite` options asked anonymously.",
-    404: "`model_not_found`: no such knowledge base, or one the caller may not read (the same answer).",
-    413: "`request_too_large`.",
-    415: "`unsupported_media_type`: the body is not JSON.",
-    429: "`throttled` or `too_many_streams`: retry after `Retry-After`.",
-    502: "`generation_failed`: the model provider failed.",
-    503: "`server_busy` (retry after `Retry-After`) or a backing service is unavailable.",
+    400: gettext_lazy("`invalid_request_error`：请求格式错误，或 ragsite 不支持的请求（n > 1、tools、非文本内容）；`param` 指出出错的参数。"),
+    401: gettext_lazy("`invalid_api_key`：令牌错误或已失效（`Authorization: Bearer <令牌>`）。"),
+    403: gettext_lazy("`option_requires_login`：匿名请求了高成本的 `ragsite` 选项。"),
+    404: gettext_lazy("`model_not_found`：知识库不存在，或调用者无权读取（两者回答相同）。"),
+    413: gettext_lazy("`request_too_large`：请求体过大。"),
+    415: gettext_lazy("`unsupported_media_type`：请求体不是 JSON。"),
+    429: gettext_lazy("`throttled` 或 `too_many_streams`：请在 `Retry-After` 秒后重试。"),
+    502: gettext_lazy("`generation_failed`：模型服务出错。"),
+    503: gettext_lazy("`server_busy`（请在 `Retry-After` 秒后重试），或依赖的服务不可用。"),
 }
 
 
 # Before OpenAPI 3.2 an event stream's schema describes each event.
 CHUNK_EVENT = {
     "type": "object",
-    "properties": {"data": {"type": "string", "description": "One chat.completion.chunk as JSON, an "
-                                                             "`{\"error\": {...}}` object, or `[DONE]` last."}},
+    "properties": {"data": {"type": "string", "description": gettext_lazy("一个 JSON 格式的 chat.completion.chunk、一个 `{\"error\": {...}}` 对象，或最后的 `[DONE]`。")}},
     "required": ["data"],
 }
 
@@ -294,7 +292,6 @@ class ChatCompletionsView(APIView):
 
     @extend_schema(
         operation_id="openai_chat_completions_create",
-        tags=["openai"],
         summary=gettext_lazy("OpenAI 兼容的对话补全"),
         description=gettext_lazy(
             "与 /api/chat 相同的一轮问答（同一流水线，保存证据与追踪），以 OpenAI Chat Completions 格式返回。"
@@ -304,9 +301,7 @@ class ChatCompletionsView(APIView):
         request=ChatCompletionInput,
         responses={
             (200, "application/json"): OpenApiResponse(
-                ChatCompletionOutput, description="`stream` false: one chat.completion. `stream` true: server-sent "
-                "events, one chat.completion.chunk per `data:` line (the one with finish_reason also carries "
-                "`ragsite`), `data: [DONE]` last."),
+                ChatCompletionOutput, description=gettext_lazy("`stream` 为 false：一个 chat.completion。`stream` 为 true：服务器推送事件，每行 `data:` 一个 chat.completion.chunk（带 finish_reason 的那个同时带 `ragsite`），最后是 `data: [DONE]`。")),
             (200, "text/event-stream"): OpenApiResponse(CHUNK_EVENT),
             **openai_errors(400, 401, 403, 404, 413, 415, 429, 502, 503),
         },
@@ -340,7 +335,6 @@ class OpenAIView(APIView):
 class ModelListView(OpenAIView):
     @extend_schema(
         operation_id="openai_models_list",
-        tags=["openai"],
         summary=gettext_lazy("可用模型（知识库）列表"),
         description=gettext_lazy("调用者可读的知识库，每个作为一个模型：id 为知识库标识，created 为创建时间（Unix 秒）。"),
         responses={200: ModelListOutput, **openai_errors(401, 503)},
@@ -354,7 +348,6 @@ class ModelListView(OpenAIView):
 class ModelDetailView(OpenAIView):
     @extend_schema(
         operation_id="openai_models_retrieve",
-        tags=["openai"],
         summary=gettext_lazy("单个模型（知识库）"),
         description=gettext_lazy("调用者无权读取的知识库与不存在的知识库一样返回 404。"),
         responses={200: ModelOutput, **openai_errors(401, 404, 503)},

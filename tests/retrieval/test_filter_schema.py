@@ -23,11 +23,11 @@ def component(schema: dict, ref: dict) -> dict:
 def test_retrieval_and_chat_take_a_list_of_filters(schema):
     for body in ("RetrievalRequestInputRequest", "ChatRequestInputRequest"):
         filters = schema["components"]["schemas"][body]["properties"]["filters"]
-        assert filters["type"] == "array" and "At most 10" in filters["description"]
+        assert filters["type"] == "array" and "最多 10 个" in filters["description"]
         one = component(schema, filters["items"])
         assert set(one["properties"]) == {"field", "op", "value", "gte", "lte"}
         assert one["required"] == ["field", "op"]
-        assert "attributes.<key>" in one["properties"]["field"]["description"]
+        assert "attributes.<键>" in one["properties"]["field"]["description"]
         assert component(schema, one["properties"]["op"]["allOf"][0])["enum"] == ["eq", "in", "range"]
 
 
