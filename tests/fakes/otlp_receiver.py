@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.fakes.ports import loopback_socket
+from tests.fakes.ports import LoopbackHTTPServer
 
 
 @dataclass(frozen=True)
@@ -67,45 +67,26 @@ def decode(body: bytes) -> tuple[ReceivedSpan, ...]:
     return tuple(spans)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-
 class OtlpReceiver:
     def __init__(self) -> None:
         self.exports: list[ReceivedExport] = []
         self._lock = threading.Lock()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LoopbackHTTPServer | None = None
 
     def start(self) -> OtlpReceiver:
         handler = type("Handler", (_Handler,), {"receiver": self})
-        httpd = _Server(("127.0.0.1", 0), handler, bind_and_activate=False)
-        httpd.socket.close()
-        httpd.socket = loopback_socket()
-        httpd.server_address = httpd.socket.getsockname()
-        httpd.server_activate()
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-otlp", daemon=True
-        )
-        self._thread.start()
+        self._server = LoopbackHTTPServer(handler, name="fake-otlp")
         return self
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        if self._server is not None:
+            self._server.stop()
 
     @property
     def endpoint(self) -> str:
         """The base URL, as OTEL_EXPORTER_OTLP_ENDPOINT takes it (the exporter adds /v1/traces)."""
-        assert self._httpd is not None, "receiver not started"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        assert self._server is not None, "receiver not started"
+        return self._server.base_url
 
     def spans(self) -> list[ReceivedSpan]:
         with self._lock:

@@ -12,11 +12,11 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fakes.ports import loopback_socket
+from tests.fakes.ports import LoopbackHTTPServer
 
 RESULTS: tuple[dict[str, Any], ...] = (
     {"title": "星河X3 保修政策说明", "url": "https://support.example.com/x3/warranty", "engine": "bing",
@@ -57,49 +57,26 @@ class Recorded:
     authorization: str
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that timed out hangs up mid-answer: the behaviour under test.
-        return
-
-
 class FakeSearxngServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self._queue: deque = deque()
         self._lock = threading.Lock()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LoopbackHTTPServer | None = None
 
     def start(self) -> FakeSearxngServer:
         handler = type("Handler", (_Handler,), {"fake": self})
-        httpd = _Server(("127.0.0.1", 0), handler, bind_and_activate=False)
-        httpd.socket.close()
-        httpd.socket = loopback_socket()
-        httpd.server_address = httpd.socket.getsockname()
-        httpd.server_activate()
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-searxng", daemon=True
-        )
-        self._thread.start()
+        self._server = LoopbackHTTPServer(handler, name="fake-searxng", quiet=True)
         return self
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        if self._server is not None:
+            self._server.stop()
 
     @property
     def url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/search"
+        assert self._server is not None, "server not started"
+        return f"{self._server.base_url}/search"
 
     def enqueue(self, *behaviours: Any) -> None:
         with self._lock:
