@@ -7,6 +7,7 @@ import itertools
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -230,6 +231,30 @@ def redis_test_prefix() -> str:
         pytest.skip(f"Redis is not reachable at {REDIS_URL}")
     return f"ragsite-test-{uuid.uuid4().hex}"
 
+
+@contextmanager
+def redis_cache_for(settings) -> Iterator[str]:
+    """Django's cache on Redis at REDIS_TEST_URL under a key prefix of the test's own (yielded),
+    its keys deleted after: what production shares between processes (limits, slots, the
+    retrieval cache), for the test process and the servers it starts."""
+    import redis
+
+    prefix = redis_test_prefix()
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
+    }
+    try:
+        yield prefix
+    finally:
+        client = redis.Redis.from_url(REDIS_URL)
+        for key in client.scan_iter(f"{prefix}:*"):
+            client.delete(key)
+
+
+@pytest.fixture
+def redis_cache(settings) -> Iterator[str]:
+    with redis_cache_for(settings) as prefix:
+        yield prefix
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from django.core.cache import cache
 from django.http.request import HttpHeaders
 
 from ragsite.throttles import SCOPES, ChatAnonThrottle, RetrievalUserThrottle
-from tests.conftest import REDIS_URL, api_client_for, redis_test_prefix
+from tests.conftest import REDIS_URL, api_client_for
 
 ROOT = Path(__file__).resolve().parent.parent
 UNKNOWN_KB = {"knowledge_base_id": "no-such-kb", "question": "年假有几天？"}
@@ -38,20 +38,6 @@ def throttle_rates(settings):
         }
 
     return set_rates
-
-
-@pytest.fixture
-def redis_cache(settings):
-    import redis
-
-    prefix = redis_test_prefix()
-    settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
-    }
-    yield prefix
-    client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(f"{prefix}:*"):
-        client.delete(key)
 
 
 def post(client, path: str, body=None, **extra):

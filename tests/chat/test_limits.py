@@ -31,7 +31,7 @@ from tests.chat.conftest import (
     streamed_chat_requests,
     ws_url,
 )
-from tests.conftest import REDIS_URL, redis_test_prefix
+from tests.conftest import redis_cache_for
 from tests.fakes.provider_server import Answer
 from tests.live import eventually
 
@@ -199,16 +199,8 @@ def test_anonymous_streams_are_capped_per_client_ip(chat_kb, openai_provider, se
 @pytest.fixture(params=["locmem", "redis"])
 def slot_cache(request, settings):
     if request.param == "redis":
-        import redis
-
-        prefix = redis_test_prefix()
-        settings.CACHES = {
-            "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
-        }
-        yield
-        client = redis.Redis.from_url(REDIS_URL)
-        for key in client.scan_iter(f"{prefix}:*"):
-            client.delete(key)
+        with redis_cache_for(settings):
+            yield
     else:
         yield
 

@@ -25,7 +25,6 @@ from knowledge.models import KnowledgeBase, Visibility
 from ragsite.limits import acquire_stream_slot
 from ragsite.throttles import SCOPES
 from tests.chat.conftest import RAG_ANSWER_FACT, RAG_QUESTION, live_chat_server, publish_kb
-from tests.conftest import REDIS_URL, redis_test_prefix
 from tests.integrations.mcp_client import mcp_call, mcp_url, tool_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -278,22 +277,7 @@ def test_questions_over_the_chat_rate_limit_are_refused(mcp_kb, member_token, se
     assert second.structured_content["retry_after"] >= 1
 
 
-@pytest.fixture
-def shared_cache(settings):
-    """The test process and the server count in one Redis (limits and slots live in the cache)."""
-    import redis
-
-    prefix = redis_test_prefix()
-    settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
-    }
-    yield
-    client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(f"{prefix}:*"):
-        client.delete(key)
-
-
-def test_a_question_needs_a_free_concurrent_answer_slot(mcp_kb, member_user, member_token, shared_cache, settings):
+def test_a_question_needs_a_free_concurrent_answer_slot(mcp_kb, member_user, member_token, redis_cache, settings):
     # given: one answer at a time per user, and the member's one slot taken (an answer streaming
     # on the site)
     settings.RAG_MAX_STREAMS_PER_USER = 1

@@ -2,28 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-from django.core.cache import cache
-
-from tests.conftest import REDIS_URL, redis_test_prefix
-
 from .fakes import FakeRepository, FakeStore
 from .test_service import CHUNKS, Epochs, make_service, request
-
-
-
-@pytest.fixture
-def redis_cache(settings):
-    import redis
-
-    prefix = redis_test_prefix()
-    settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
-    }
-    yield
-    client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(f"{prefix}:*"):
-        client.delete(key)
 
 
 def test_candidates_and_embeddings_round_trip_through_redis(redis_cache):
