@@ -40,7 +40,7 @@ from engines.ports import AsyncChatStream
 from ragsite.executors import CHAT_TURN, Gate, pool, run_admitted
 
 from .contracts import ChatQuery, Requester, TurnCancelled
-from .pipeline.events import Delta, Event
+from .pipeline.events import Delta, Event, Evidence
 from .pipeline.rag import PendingAnswer, RAGService
 from .pipeline.state import TurnState
 
@@ -54,6 +54,21 @@ ACTIVE_TURNS = Gate(lambda: settings.RAG_CHAT_MAX_ACTIVE_TURNS)
 class Outcome:
     kind: str  # "event" | "error" | "done"
     value: Any = None
+
+
+@dataclass(frozen=True)
+class Preface:
+    """What a stream has before the answer's text: the turn's events up to its evidence, or what
+    ended the turn before it — `error`, or `ended` when it finished without evidence (the
+    pipeline never does; a transport answers that as an internal error)."""
+
+    events: tuple[Event, ...]
+    error: BaseException | None = None
+    ended: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and not self.ended
 
 
 class TurnRunner:
@@ -95,6 +110,24 @@ class TurnRunner:
             self._ready.clear()
             await self._ready.wait()
         return self._outbox.popleft()
+
+    async def preface(self) -> Preface:
+        """The events up to the evidence: a streaming transport answers failures until then as
+        an ordinary error response, and starts its stream only after it."""
+        events: list[Event] = []
+        try:
+            while True:
+                outcome = await self.next()
+                if outcome.kind == "error":
+                    return Preface(tuple(events), error=outcome.value)
+                if outcome.kind == "done":
+                    return Preface(tuple(events), ended=True)
+                events.append(outcome.value)
+                if isinstance(outcome.value, Evidence):
+                    return Preface(tuple(events))
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
 
     async def next_coalesced(self) -> Outcome:
         """`next()`, with the deltas already waiting behind a delta joined into it: a client that

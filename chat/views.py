@@ -102,26 +102,17 @@ async def chat_stream(request: HttpRequest):
         return prepared
     query, requester, slot = prepared
     runner = TurnRunner(query=query, requester=requester).start_holding(slot)
-    preface = []
-    streaming = False
     try:
-        while True:
-            outcome = await runner.next()
-            if outcome.kind == "error":
-                return _error_json(outcome.value)
-            if outcome.kind == "done":  # the pipeline always yields evidence before it ends
-                return _json({"code": "internal_error", "detail": _(GENERATION_FAILED)}, 500)
-            preface.append(outcome.value)
-            if isinstance(outcome.value, Evidence):
-                break
-        streaming = True
-    except asyncio.CancelledError:
-        runner.cancel()
+        preface = await runner.preface()
+    except BaseException:
+        slot.release()
         raise
-    finally:
-        if not streaming:
-            slot.release()
-    response = StreamingHttpResponse(_ui_message_stream(runner, preface, slot), content_type=sse.CONTENT_TYPE)
+    if not preface.complete:
+        slot.release()
+        if preface.error is not None:
+            return _error_json(preface.error)
+        return _json({"code": "internal_error", "detail": _(GENERATION_FAILED)}, 500)
+    response = StreamingHttpResponse(_ui_message_stream(runner, list(preface.events), slot), content_type=sse.CONTENT_TYPE)
     for name, value in sse.HEADERS.items():
         response[name] = value
     return response

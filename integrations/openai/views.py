@@ -35,7 +35,7 @@ from rest_framework.views import APIView
 from chat.admission import Admitted, Refused, admit_question
 from chat.contracts import TurnCancelled, TurnResult
 from chat.pipeline.citations import ReadableMarkerStream
-from chat.pipeline.events import Delta, Evidence, Finished, Started
+from chat.pipeline.events import Delta, Finished, Started
 from chat.pipeline.rag import GENERATION_FAILED
 from chat.streaming import TurnRunner
 from engines.tokens import count_tokens
@@ -131,27 +131,16 @@ async def chat_completions(request: HttpRequest):
     runner = TurnRunner(query=admission.query, requester=admission.requester).start_holding(admission.slot)
     if not prepared.request.stream:
         return await _answer_whole(runner, prepared)
-    streaming = False
-    started: Started | None = None
     try:
-        while True:
-            outcome = await runner.next()
-            if outcome.kind == "error":
-                return _turn_error(outcome.value)
-            if outcome.kind == "done":  # the pipeline always yields evidence before it ends
-                return errors.internal_error(_(GENERATION_FAILED))
-            if isinstance(outcome.value, Started):
-                started = outcome.value
-            if isinstance(outcome.value, Evidence):
-                break
-        streaming = True
-    except asyncio.CancelledError:
-        runner.cancel()
+        preface = await runner.preface()
+    except BaseException:
+        admission.slot.release()
         raise
-    finally:
-        if not streaming:
-            admission.slot.release()
-    assert started is not None  # `RAGService.prepare` yields it first
+    if not preface.complete:
+        admission.slot.release()
+        return _turn_error(preface.error) if preface.error is not None else errors.internal_error(_(GENERATION_FAILED))
+    # `RAGService.prepare` yields it first.
+    started = next(event for event in preface.events if isinstance(event, Started))
     writer = wire.ChunkWriter(id=wire.stream_id(started.trace_id), model=prepared.request.model,
                               created=int(time.time()))
     response = StreamingHttpResponse(_chunks(runner, prepared, writer), content_type=wire.CONTENT_TYPE)
