@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -23,6 +24,7 @@ from knowledge.models import Chunk
 from ragsite.errors import DomainError
 
 from .feedback import case_key, save_feedback_case
+from .models import EvalCase
 
 EXCERPT_CHARS = 80
 NO_ANSWER = "none"
@@ -83,7 +85,9 @@ class AnswerFeedbackAdmin(KnowledgeScopedAdmin):
         css = ADMIN_CSS
 
     def get_queryset(self, request):
-        return self.scoped(feedback_for_review(), request.user, self.view_role)
+        # The case each row links to, for the whole page in one query (not one per row).
+        cases = Prefetch("eval_cases", queryset=EvalCase.objects.select_related("eval_set").order_by("pk"))
+        return self.scoped(feedback_for_review().prefetch_related(cases), request.user, self.view_role)
 
     def has_add_permission(self, request):
         return False
@@ -124,7 +128,7 @@ class AnswerFeedbackAdmin(KnowledgeScopedAdmin):
 
     @admin.display(description=gettext_lazy("评测问题"))
     def case_link(self, feedback: AnswerFeedback):
-        case = feedback.eval_cases.select_related("eval_set").first()
+        case = next(iter(feedback.eval_cases.all()), None)
         if case is not None:
             return format_html('<a href="{}">{} · {}</a>', reverse("admin:evaluation_evalset_change", args=[case.eval_set_id]),
                                case.eval_set.name, case.key)

@@ -11,8 +11,10 @@ from contextlib import contextmanager
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from knowledge import epochs
 from knowledge.catalog import readiness
 from knowledge.catalog import services as catalog_services
 from knowledge.models import (
@@ -175,6 +177,19 @@ def make_ready_version(kb: KnowledgeBase, *, documents=None, actor=None) -> Know
     for document in documents if documents is not None else [make_document(kb)]:
         draft.documents.add(document)
     return readiness.mark_version_ready(version=draft)
+
+
+def publish_draft(kb: KnowledgeBase, *, actor) -> KnowledgeBase:
+    """Activate the knowledge base's newest version once every document is ready; no cache
+    entry from before survives."""
+    version = KnowledgeBaseVersion.objects.filter(knowledge_base=kb).order_by("-number").first()
+    assert version.status == "ready", [(d.title, d.status, d.error_code) for d in version.documents.all()]
+    assert all(d.status == DocumentStatus.READY for d in version.documents.all())
+    catalog_services.activate_version(version=version, actor=actor, reason="测试发布")
+    kb.refresh_from_db()
+    cache.clear()
+    epochs.l1_epochs.clear()
+    return kb
 
 
 @pytest.fixture

@@ -28,15 +28,12 @@ from typing import Any
 import httpx
 import pytest
 from django.conf import settings as django_settings
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from knowledge import epochs
-from knowledge.catalog import services as catalog_services
 from knowledge.documents import services as document_services
 from knowledge.faqs import services as faq_services
-from knowledge.models import DocumentStatus, KnowledgeBase, KnowledgeBaseVersion, Visibility
-from tests.conftest import make_kb
+from knowledge.models import KnowledgeBase, Visibility
+from tests.conftest import make_kb, publish_draft  # noqa: F401  (publish_draft: the chat tests' import point)
 from tests.fakes.provider_server import FakeProviderServer
 from tests.live import daphne_server, session_cookie_for  # noqa: F401  (the chat tests' import point)
 
@@ -116,19 +113,6 @@ def publish_kb(
     uploads = [SimpleUploadedFile(name, text.encode()) for name, text in (documents or DOCUMENTS).items()]
     document_services.upload_documents(kb=kb, actor=actor, files=uploads)
     return publish_draft(kb, actor=actor)
-
-
-def publish_draft(kb: KnowledgeBase, *, actor) -> KnowledgeBase:
-    """Activate the knowledge base's newest version once every document is ready; no cache
-    entry from before survives."""
-    version = KnowledgeBaseVersion.objects.filter(knowledge_base=kb).order_by("-number").first()
-    assert version.status == "ready", [(d.title, d.status, d.error_code) for d in version.documents.all()]
-    assert all(d.status == DocumentStatus.READY for d in version.documents.all())
-    catalog_services.activate_version(version=version, actor=actor, reason="测试发布")
-    kb.refresh_from_db()
-    cache.clear()
-    epochs.l1_epochs.clear()
-    return kb
 
 
 @pytest.fixture

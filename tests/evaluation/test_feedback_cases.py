@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from chat.models import AnswerFeedback, ChatEvidence, Conversation, Message, QueryTrace
@@ -256,3 +258,23 @@ def test_the_trace_page_shows_the_readers_verdict(client, kb_with_a_document, st
     # then: the verdict and its reason, linked to the feedback
     assert 'data-verdict="down">没用：答非所问</a>' in page
     assert reverse("admin:chat_answerfeedback_change", args=[down.pk]) in page
+
+
+@pytest.mark.django_db
+def test_the_review_list_costs_the_same_queries_for_many_rows(client, kb_with_a_document, staff_user, django_assert_max_num_queries):
+    # given: one row, then twenty more (some already made cases)
+    kb, chunk = kb_with_a_document
+    client.force_login(staff_user)
+    changelist = reverse("admin:chat_answerfeedback_changelist")
+    answered_turn(kb, staff_user, question="问题 0")
+    client.get(changelist)
+    with CaptureQueriesContext(connection) as one_row:
+        client.get(changelist)
+    for n in range(1, 21):
+        feedback = answered_turn(kb, staff_user, question=f"问题 {n}")
+        if n % 2:
+            save_feedback_case(feedback=feedback, actor=staff_user, chunk_id=chunk.pk)
+    # when / then: the page's queries do not grow with its rows
+    with django_assert_max_num_queries(len(one_row.captured_queries) + 2):
+        page = client.get(changelist)
+    assert page.status_code == 200 and "问题 20" in page.content.decode()

@@ -8,14 +8,11 @@ fixtures (tests/conftest.py).
 
 from __future__ import annotations
 
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from knowledge import epochs
-from knowledge.catalog import services as catalog_services
 from knowledge.documents import services as document_services
-from knowledge.models import DocumentStatus, KnowledgeBase, KnowledgeBaseVersion, Visibility
-from tests.conftest import make_kb
+from knowledge.models import KnowledgeBase, Visibility
+from tests.conftest import make_kb, publish_draft
 from tests.fakes.provider_server import FakeProviderServer
 
 # Fourteen sections far apart in wording: each is a chunk of its own, so a question has more
@@ -46,14 +43,7 @@ def published_kb(*, actor, documents: dict[str, str] | None = None) -> Knowledge
     kb = make_kb(visibility=Visibility.PUBLIC, actor=actor)
     uploads = [SimpleUploadedFile(name, text.encode()) for name, text in (documents or {"手册.md": HANDBOOK}).items()]
     document_services.upload_documents(kb=kb, actor=actor, files=uploads)
-    version = KnowledgeBaseVersion.objects.filter(knowledge_base=kb).order_by("-number").first()
-    assert version.status == "ready", [(d.title, d.status, d.error_code) for d in version.documents.all()]
-    assert all(d.status == DocumentStatus.READY for d in version.documents.all())
-    catalog_services.activate_version(version=version, actor=actor, reason="测试发布")
-    kb.refresh_from_db()
-    cache.clear()
-    epochs.l1_epochs.clear()
-    return kb
+    return publish_draft(kb, actor=actor)
 
 
 def chat_bodies(server: FakeProviderServer) -> list[dict]:
