@@ -80,8 +80,8 @@ bench: bench-ingest bench-retrieval bench-chat
 bench-ingest: install-dev
 	$(PY) -m benchmarks.ingest $(BENCH_INGEST_ARGS)
 
-# BENCH_RETRIEVAL_ARGS="--sizes 1000000 --queries 100" for the million-chunk run: over 90 minutes on
-# 2 cores (16 to embed with the hashing embedder, more than an hour to upsert into Milvus Lite).
+# BENCH_RETRIEVAL_ARGS="--sizes 1000000 --queries 100" for the million-chunk run: about 75 minutes on
+# 2 cores (8 to embed with the hashing embedder, an hour to upsert into Milvus Lite).
 bench-retrieval: install-dev
 	$(PY) -m benchmarks.retrieval $(BENCH_RETRIEVAL_ARGS)
 

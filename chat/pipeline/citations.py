@@ -212,10 +212,8 @@ def _best_sentence(text: str, terms: list[str]) -> tuple[int, int] | None:
 def _support_span(citation: Citation, claim: str, line: int, chunk_texts: Mapping[int, str]) -> SupportSpan | None:
     text = citation.text
     claim = claim.strip().strip("|").strip() if claim.startswith("|") else claim.strip()
-    position = text.find(claim) if len(claim) >= 2 else -1
-    if position >= 0:
-        bounds = (position, position + len(claim))
-    else:
+    bounds = _find_across_lines(text, claim) if len(claim) >= 2 else None
+    if bounds is None:
         bounds = _best_sentence(text, content_terms(claim))
         if bounds is None:
             return None
@@ -225,6 +223,21 @@ def _support_span(citation: Citation, claim: str, line: int, chunk_texts: Mappin
         line=line, chunk_id=chunk_id, start=start, end=end,
         text_start=bounds[0], text_end=bounds[1], text=sentence,
     )
+
+
+def _find_across_lines(text: str, claim: str) -> tuple[int, int] | None:
+    """Where the claim is in the text, also when the source broke it over lines (a PDF's line
+    wraps, which the local composer joins into one sentence)."""
+    position = text.find(claim)
+    if position >= 0:
+        return position, position + len(claim)
+    if "\n" not in text:
+        return None
+    kept = [i for i, ch in enumerate(text) if ch != "\n"]
+    position = "".join(text[i] for i in kept).find(claim)
+    if position < 0:
+        return None
+    return kept[position], kept[position + len(claim) - 1] + 1
 
 
 def _in_chunk(citation: Citation, sentence: str, chunk_texts: Mapping[int, str]) -> tuple[int | None, int, int]:

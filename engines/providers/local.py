@@ -440,7 +440,7 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
     title = _squash(source.title)
     # "文档标题 > 章节 · 第 3 页": each part of the title, as a body line, is a heading, not content.
     title_parts = {_squash(p) for p in re.split(r"\s+[·>]\s+", source.title) if p.strip()}
-    lines = [line.strip() for line in source.text.splitlines()]
+    lines = _unwrapped([line.strip() for line in source.text.splitlines()])
 
     def add(text: str, table: int | None = None, line: int = 0) -> None:
         if _OUR_MARKUP.search(text):
@@ -501,6 +501,26 @@ def _source_parts(source: ContextSource, order: int) -> _SourceParts:
     return _SourceParts(
         source, order, units, tables, assets, terms, title_terms, caption_terms, plain
     )
+
+
+# A line ending in one of these stops mid-sentence: PDF text and hard-wrapped documents break
+# lines where the page ran out, not where the sentence did.
+_CONTINUES = ("、", "，", "；")
+
+
+def _unwrapped(lines: list[str]) -> list[str]:
+    """The lines with each sentence broken after a comma-like mark joined to the line it goes
+    on in (never a table row or an image line), so no quote ends in "、"."""
+    joined: list[str] = []
+    for line in lines:
+        if (
+            joined and line and not line.startswith(("|", "![")) and joined[-1].endswith(_CONTINUES)
+            and not joined[-1].startswith(("|", "!["))
+        ):
+            joined[-1] += line
+        else:
+            joined.append(line)
+    return joined
 
 
 def _header_features(tables: list[_Table], table: int | None) -> frozenset[str]:

@@ -975,3 +975,22 @@ def test_the_rows_own_name_picks_no_column():
     # then: not "星河X5 Mesh 支持 Mesh。": the row, whose price answers it
     assert "支持 Mesh。" not in answer.splitlines()[0]
     assert "1599元" in answer
+
+
+def test_a_sentence_the_source_wrapped_after_a_comma_is_quoted_whole():
+    # given: PDF text, its lines broken where the page ran out, one of them after "、"
+    context = """<knowledge_context>
+[来源 1] 星河 X 系列智能路由器用户手册
+1. 产品简介
+星河X3 Pro 在星河X3 的基础上增加了 6GHz 频段（Wi-Fi 6E）、
+双 2.5G 网口和 USB 3.0 接口，适合多设备、大户型和 NAS 用户。
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    answer = ask_about(context, "星河X3 Pro 适合什么用户？")
+    # then: the first line is the whole sentence, not the part before the line break
+    assert answer_lines(answer)[0] == (
+        "星河X3 Pro 在星河X3 的基础上增加了 6GHz 频段（Wi-Fi 6E）、双 2.5G 网口和 USB 3.0 接口，"
+        "适合多设备、大户型和 NAS 用户。[来源 1](citation://1)"
+    )
