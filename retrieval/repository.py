@@ -1,7 +1,8 @@
 """Relational facts for retrieval: which documents may answer, chunk rows, neighbours, assets.
 
-Every read is batched (no N+1): one query for READY facts, one for candidate chunks, one for
-Small2Big neighbours, one for assets.
+Every read is batched (no N+1): a fixed number of queries for READY facts (counts, and the shorter
+side listed), one to confirm candidates against an unlisted side, one for candidate chunks, one
+for Small2Big neighbours, one for assets.
 """
 
 from __future__ import annotations
@@ -32,17 +33,37 @@ from .filters import admitted
 
 @dataclass(frozen=True)
 class ReadyFacts:
+    """Which documents of a knowledge base may answer, as counts and the shorter list.
+
+    Listing every READY document costs a row per document on each question, and a knowledge
+    base of ten thousand documents then spends more on its ids than on the search. So both sides
+    are counted and only the shorter one is listed: `ready_ids` when they are fewer (or the
+    caller asked for them), `other_ids` when the documents that may not answer are; neither
+    when every document may answer. Whatever is not listed, the candidates of the search are
+    confirmed against (`Repository.confirm_ready`), so an unlisted side is never trusted.
+    """
+
     version: int | None
-    ready_ids: frozenset[int]
-    # Documents of the KB that may not answer. Only loaded when "not in" them is the shorter
-    # filter; `other_count` is always known.
+    ready_count: int
+    ready_ids: frozenset[int] | None
     other_ids: frozenset[int] | None
     visibility_scope: str
     empty_reason: str = ""
     other_count: int = 0
-    # With metadata filters: the READY documents (∩ document_ids) before them; `ready_ids` is
+    # With metadata filters: the READY documents (∩ document_ids) before them; `ready_count` is
     # what they admitted. None without filters.
     before_filters: int | None = None
+
+
+def _nothing(scope: str, reason: str) -> ReadyFacts:
+    return ReadyFacts(None, 0, frozenset(), None, scope, reason)
+
+
+def _listed(*, ready: int, others: int, with_ids: bool) -> tuple[bool, bool]:
+    """Which sides to list: READY when asked or when they are the shorter side, the others
+    when they are fewer than the READY ones (and some exist)."""
+    list_others = 0 < others < ready
+    return with_ids or (0 < others and not list_others), list_others
 
 
 @dataclass(frozen=True)
@@ -65,13 +86,22 @@ class ChunkRow:
 class Repository(Protocol):
     def ready_facts(
         self, *, kb_id: int, document_ids: Sequence[int] | None, version_id: int | None = None,
-        filters: Sequence[MetadataFilter] = (),
+        filters: Sequence[MetadataFilter] = (), with_ids: bool = False,
     ) -> ReadyFacts: ...
 
     def ready_facts_many(
         self, *, kb_ids: Sequence[int], document_ids: Sequence[int] | None, filters: Sequence[MetadataFilter] = (),
+        with_ids: bool = False,
     ) -> dict[int, ReadyFacts]:
         """The active versions' facts of several knowledge bases, in a fixed number of queries."""
+        ...
+
+    def confirm_ready(
+        self, *, kb_ids: Sequence[int], document_ids: Iterable[int], version_id: int | None = None,
+        filters: Sequence[MetadataFilter] = (),
+    ) -> frozenset[int]:
+        """Those of `document_ids` that may answer now (READY in the version, admitted by the
+        filters), in one query: the check of candidates whose facts were only counted."""
         ...
 
     def load_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
@@ -119,7 +149,7 @@ class DjangoRepository:
 
     def ready_facts(
         self, *, kb_id: int, document_ids: Sequence[int] | None, version_id: int | None = None,
-        filters: Sequence[MetadataFilter] = (),
+        filters: Sequence[MetadataFilter] = (), with_ids: bool = False,
     ) -> ReadyFacts:
         before: int | None = None
         try:
@@ -130,34 +160,39 @@ class DjangoRepository:
             if version_id is not None:
                 version = KnowledgeBaseVersion.objects.filter(pk=version_id, knowledge_base_id=kb_id).first()
                 if version is None:
-                    return ReadyFacts(None, frozenset(), None, scope, "no_such_version")
+                    return _nothing(scope, "no_such_version")
                 number = version.number
                 ready_documents = ready_documents_of_version(version=version, document_ids=document_ids)
             elif kb.active_version_id is None:
-                return ReadyFacts(None, frozenset(), None, scope, NO_ACTIVE_VERSION)
+                return _nothing(scope, NO_ACTIVE_VERSION)
             else:
                 number = kb.active_version.number
                 ready_documents = ready_documents_of_active_version(kb_id=kb_id, document_ids=document_ids)
             if filters:
                 before = ready_documents.count()
                 ready_documents = admitted(ready_documents, filters)
-            ready = frozenset(ready_documents.values_list("pk", flat=True))
-            others: frozenset[int] | None = None
-            other_count = 0
-            if ready:
-                other_count = Document.objects.filter(knowledge_base_id=kb_id).count() - len(ready)
-                if 0 < other_count < len(ready):
-                    others = frozenset(
-                        Document.objects.filter(knowledge_base_id=kb_id)
-                        .exclude(pk__in=ready_documents.values("pk"))
-                        .values_list("pk", flat=True)
-                    )
+            ready_count = ready_documents.count()
+            if not ready_count:
+                return ReadyFacts(number, 0, frozenset(), None, scope,
+                                  _empty_reason(0, document_ids, before), 0, before)
+            other_count = max(0, Document.objects.filter(knowledge_base_id=kb_id).count() - ready_count)
+            list_ready, list_others = _listed(ready=ready_count, others=other_count, with_ids=with_ids)
+            ready = frozenset(ready_documents.values_list("pk", flat=True)) if list_ready else None
+            others = (
+                frozenset(Document.objects.filter(knowledge_base_id=kb_id)
+                          .exclude(pk__in=ready_documents.values("pk")).values_list("pk", flat=True))
+                if list_others else None
+            )
         except DatabaseError as exc:
             raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
-        return ReadyFacts(number, ready, others, scope, _empty_reason(ready, document_ids, before), other_count, before)
+        if ready is not None:
+            ready_count = len(ready)
+        return ReadyFacts(number, ready_count, ready, others, scope,
+                          _empty_reason(ready_count, document_ids, before), other_count, before)
 
     def ready_facts_many(
         self, *, kb_ids: Sequence[int], document_ids: Sequence[int] | None, filters: Sequence[MetadataFilter] = (),
+        with_ids: bool = False,
     ) -> dict[int, ReadyFacts]:
         ids = list(dict.fromkeys(kb_ids))
         try:
@@ -165,26 +200,28 @@ class DjangoRepository:
                 kb.pk: kb for kb in KnowledgeBase.objects.select_related("active_version")
                 .prefetch_related("allowed_groups").filter(pk__in=ids)
             }
-            ready_by_kb: dict[int, set[int]] = {kb_id: set() for kb_id in ids}
             ready_rows = ready_documents_of_active_versions(kb_ids=ids, document_ids=document_ids)
             before: dict[int, int] = {}
             if filters:
                 # The filters apply in each knowledge base: one query for all of them.
-                before = dict(ready_rows.order_by().values("knowledge_base_id").annotate(n=Count("pk"))
-                              .values_list("knowledge_base_id", "n"))
+                before = _counts_by_kb(ready_rows)
                 ready_rows = admitted(ready_rows, filters)
-            for pk, kb_id in ready_rows.values_list("pk", "knowledge_base_id"):
-                ready_by_kb[kb_id].add(pk)
-            totals = dict(
-                Document.objects.filter(knowledge_base_id__in=ids).values("knowledge_base_id")
-                .annotate(n=Count("pk")).values_list("knowledge_base_id", "n")
-            )
+            ready_counts = _counts_by_kb(ready_rows)
+            totals = _counts_by_kb(Document.objects.filter(knowledge_base_id__in=[k for k in ids if ready_counts.get(k)]))
+            sides = {
+                k: _listed(ready=ready_counts[k], others=max(0, totals.get(k, 0) - ready_counts[k]), with_ids=with_ids)
+                for k in ids if ready_counts.get(k)
+            }
+            ready_by_kb: dict[int, set[int]] = {k: set() for k, (list_ready, _o) in sides.items() if list_ready}
+            if ready_by_kb:
+                for pk, kb_id in ready_rows.filter(knowledge_base_id__in=list(ready_by_kb)).values_list("pk", "knowledge_base_id"):
+                    ready_by_kb[kb_id].add(pk)
             # "not in the others" is pushed down where that list is the shorter one.
-            shorter = [k for k in ids if 0 < totals.get(k, 0) - len(ready_by_kb[k]) < len(ready_by_kb[k])]
-            others_by_kb: dict[int, set[int]] = {kb_id: set() for kb_id in shorter}
-            if shorter:
-                everything_ready = set().union(*(ready_by_kb[k] for k in shorter))
-                rows = Document.objects.filter(knowledge_base_id__in=shorter).exclude(pk__in=everything_ready)
+            others_by_kb: dict[int, set[int]] = {k: set() for k, (_r, list_others) in sides.items() if list_others}
+            if others_by_kb:
+                shorter = list(others_by_kb)
+                rows = Document.objects.filter(knowledge_base_id__in=shorter).exclude(
+                    pk__in=ready_rows.filter(knowledge_base_id__in=shorter).values("pk"))
                 for pk, kb_id in rows.values_list("pk", "knowledge_base_id"):
                     others_by_kb[kb_id].add(pk)
         except DatabaseError as exc:
@@ -193,21 +230,45 @@ class DjangoRepository:
         for kb_id in ids:
             kb = kbs.get(kb_id)
             if kb is None:
-                facts[kb_id] = ReadyFacts(None, frozenset(), None, "", "no_such_knowledge_base")
+                facts[kb_id] = _nothing("", "no_such_knowledge_base")
                 continue
             scope = _visibility_scope(kb, sorted(g.pk for g in kb.allowed_groups.all()))
             if kb.active_version_id is None:
-                facts[kb_id] = ReadyFacts(None, frozenset(), None, scope, NO_ACTIVE_VERSION)
+                facts[kb_id] = _nothing(scope, NO_ACTIVE_VERSION)
                 continue
-            ready = frozenset(ready_by_kb[kb_id])
+            ready = frozenset(ready_by_kb[kb_id]) if kb_id in ready_by_kb else None
+            count = len(ready) if ready is not None else ready_counts.get(kb_id, 0)
+            if not count:
+                ready = frozenset()
             others = others_by_kb.get(kb_id)
             before_filters = before.get(kb_id, 0) if filters else None
             facts[kb_id] = ReadyFacts(
-                kb.active_version.number, ready, frozenset(others) if others is not None else None, scope,
-                _empty_reason(ready, document_ids, before_filters), totals.get(kb_id, 0) - len(ready) if ready else 0,
-                before_filters,
+                kb.active_version.number, count, ready, frozenset(others) if others is not None else None, scope,
+                _empty_reason(count, document_ids, before_filters),
+                max(0, totals.get(kb_id, 0) - count) if count else 0, before_filters,
             )
         return facts
+
+    def confirm_ready(
+        self, *, kb_ids: Sequence[int], document_ids: Iterable[int], version_id: int | None = None,
+        filters: Sequence[MetadataFilter] = (),
+    ) -> frozenset[int]:
+        ids = list(set(document_ids))
+        if not ids or not kb_ids:
+            return frozenset()
+        try:
+            if version_id is not None:
+                version = KnowledgeBaseVersion.objects.filter(pk=version_id, knowledge_base_id__in=list(kb_ids)).first()
+                if version is None:
+                    return frozenset()
+                rows = ready_documents_of_version(version=version, document_ids=ids)
+            else:
+                rows = ready_documents_of_active_versions(kb_ids=kb_ids, document_ids=ids)
+            if filters:
+                rows = admitted(rows, filters)
+            return frozenset(rows.values_list("pk", flat=True))
+        except DatabaseError as exc:
+            raise FactsUnavailable(_("知识库事实数据暂时无法读取，请稍后重试。")) from exc
 
     def load_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         ids = list(ids)
@@ -272,8 +333,13 @@ def _visibility_scope(kb: KnowledgeBase, groups: Sequence[int]) -> str:
     return kb.visibility
 
 
-def _empty_reason(ready: frozenset[int], document_ids: Sequence[int] | None, before_filters: int | None = None) -> str:
-    if ready:
+def _counts_by_kb(documents) -> dict[int, int]:
+    return dict(documents.order_by().values("knowledge_base_id").annotate(n=Count("pk"))
+                .values_list("knowledge_base_id", "n"))
+
+
+def _empty_reason(ready_count: int, document_ids: Sequence[int] | None, before_filters: int | None = None) -> str:
+    if ready_count:
         return ""
     if before_filters:  # documents could answer; the filters admitted none of them
         return NO_DOCUMENT_MATCHES_FILTERS

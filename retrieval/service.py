@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -146,15 +146,23 @@ class _Scope:
     def primary(self) -> ReadyFacts:
         return self.facts[self.kb_ids[0]]
 
+    @property
+    def ready_count(self) -> int:
+        return sum(facts.ready_count for facts in self.facts.values())
+
     @cached_property
-    def ready_ids(self) -> frozenset[int]:
+    def ready_ids(self) -> frozenset[int] | None:
+        """Every document that may answer, when each base listed them; None when some base only
+        counted them (its candidates are confirmed after the search)."""
+        if any(facts.ready_ids is None for facts in self.facts.values()):
+            return None
         if len(self.kb_ids) == 1:
             return self.primary.ready_ids
         return frozenset().union(*(facts.ready_ids for facts in self.facts.values()))
 
     @property
     def empty_reason(self) -> str:
-        if self.ready_ids:
+        if self.ready_count:
             return ""
         if len(self.kb_ids) > 1 and any(facts.empty_reason == NO_DOCUMENT_MATCHES_FILTERS for facts in self.facts.values()):
             return NO_DOCUMENT_MATCHES_FILTERS
@@ -170,7 +178,7 @@ class _Scope:
         kinds: list[str] = []
         for kb_id in self.kb_ids:
             facts = self.facts[kb_id]
-            if facts.ready_ids:
+            if facts.ready_count:
                 documents, kind = _document_filter(facts)
                 scopes.append(KbDocuments(kb_id, documents))
                 kinds.append(kind)
@@ -185,7 +193,7 @@ class _Scope:
     def traces(self, epochs: dict[int, int]) -> tuple[KbScopeTrace, ...]:
         return tuple(
             KbScopeTrace(kb_id=kb_id, version=self.facts[kb_id].version, cache_epoch=epochs.get(kb_id),
-                         ready_document_count=len(self.facts[kb_id].ready_ids),
+                         ready_document_count=self.facts[kb_id].ready_count,
                          empty_reason=self.facts[kb_id].empty_reason)
             for kb_id in self.kb_ids
         )
@@ -195,8 +203,10 @@ def _document_filter(facts: ReadyFacts) -> tuple[DocumentFilter, str]:
     """Push down the shorter of `document_id in READY` / `not in the rest` (kb always)."""
     if facts.other_count <= 0:
         return DocumentFilter(exclude=()), "none"
-    if facts.other_ids is not None and len(facts.other_ids) < len(facts.ready_ids):
+    if facts.other_ids is not None and (facts.ready_ids is None or len(facts.other_ids) < len(facts.ready_ids)):
         return DocumentFilter(exclude=tuple(sorted(facts.other_ids))), "not_in"
+    if facts.ready_ids is None:
+        raise RuntimeError("READY facts listed neither side although some documents may not answer")
     return DocumentFilter(include=tuple(sorted(facts.ready_ids))), "in"
 
 
@@ -247,7 +257,7 @@ class RetrievalService:
         if request.item_ids:
             scope = self._about_items(request, scope, run)
         run.timed("facts", started)
-        if not scope.ready_ids:
+        if not scope.ready_count:
             # Nothing may answer: return at once, no model, no vector store, no cache.
             return self._response(request, scope, run, results=(), variants=(request.question,),
                                   epochs={}, document_filter="none", empty_reason=scope.empty_reason)
@@ -272,9 +282,10 @@ class RetrievalService:
             run.events.append(CacheEvent("doc_retrieval", cached is not None, "doc"))
             run.timed("cache_lookup", started)
             if cached is not None:
+                answering = self._still_ready(request, scope, (item["document_id"] for item in cached["results"]))
                 results = tuple(
                     RetrievalResult.from_dict(item) for item in cached["results"]
-                    if item["document_id"] in scope.ready_ids
+                    if item["document_id"] in answering
                 )
                 return self._response(request, scope, run, results=results,
                                       variants=tuple(cached["variants"]), epochs=epochs,
@@ -287,8 +298,9 @@ class RetrievalService:
         documents, filter_kind = scope.document_filters()
         web_search = self._start_web_search(request, run)
         lists = self._recall(request, labelled, documents, run, cancel)
+        answering = self._still_ready(request, scope, (hit.document_id for hits in lists.values() for hit in hits))
         lists = {
-            name: [hit for hit in hits if hit.document_id in scope.ready_ids]
+            name: [hit for hit in hits if hit.document_id in answering]
             for name, hits in lists.items()
         }
         if request.item_ids:
@@ -330,35 +342,56 @@ class RetrievalService:
         return response
 
     def _scope(self, request: RetrievalRequest) -> _Scope:
+        # Narrowing to items starts from the listed READY documents (`_about_items`).
+        with_ids = bool(request.item_ids)
         if len(request.kb_ids) == 1:
             facts = self.repository.ready_facts(
                 kb_id=request.kb_id, document_ids=request.document_ids, version_id=request.version_id,
-                filters=request.filters,
+                filters=request.filters, with_ids=with_ids,
             )
             return _Scope(kb_ids=request.kb_ids, facts={request.kb_id: facts})
         return _Scope(
             kb_ids=request.kb_ids,
             facts=self.repository.ready_facts_many(kb_ids=request.kb_ids, document_ids=request.document_ids,
-                                                   filters=request.filters),
+                                                   filters=request.filters, with_ids=with_ids),
         )
+
+    def _still_ready(self, request: RetrievalRequest, scope: _Scope, document_ids: Iterable[int]) -> frozenset[int]:
+        """Which candidates' documents may answer. Against the listed READY documents where a
+        base listed them; otherwise asked of the repository, one query for all candidates, so a
+        document the facts only counted (or one published, withdrawn or re-filtered meanwhile)
+        answers only if it may now."""
+        candidates = set(document_ids)
+        listed = [facts.ready_ids for facts in scope.facts.values() if facts.ready_ids is not None]
+        known = frozenset(doc for doc in candidates if any(doc in ids for ids in listed))
+        counted = [kb_id for kb_id in scope.kb_ids
+                   if scope.facts[kb_id].ready_ids is None and scope.facts[kb_id].ready_count]
+        unknown = candidates - known
+        if request.document_ids is not None:
+            unknown &= set(request.document_ids)
+        if not counted or not unknown:
+            return known
+        return known | self.repository.confirm_ready(
+            kb_ids=counted, document_ids=unknown, version_id=request.version_id, filters=request.filters)
 
     def _about_items(self, request: RetrievalRequest, scope: _Scope, run: _Run) -> _Scope:
         """The scope without the documents that are only about other items than the confirmed
-        ones, so the vector store is not asked for them at all."""
-        excluded = self.repository.documents_about_other_items(document_ids=scope.ready_ids,
-                                                              item_ids=request.item_ids)
+        ones, so the vector store is not asked for them at all. The facts were read with their
+        READY documents listed (`_scope`)."""
+        ready = scope.ready_ids or frozenset()
+        excluded = self.repository.documents_about_other_items(document_ids=ready, item_ids=request.item_ids)
         run.counts["item_excluded_documents"] = len(excluded)
         run.notes.append("items:" + ",".join(str(i) for i in request.item_ids))
         if not excluded:
             return scope
-        facts = {
-            kb_id: replace(
-                facts, ready_ids=facts.ready_ids - excluded, other_ids=None,
-                other_count=facts.other_count + len(facts.ready_ids & excluded),
+        narrowed: dict[int, ReadyFacts] = {}
+        for kb_id, facts in scope.facts.items():
+            kept = (facts.ready_ids or frozenset()) - excluded
+            narrowed[kb_id] = replace(
+                facts, ready_count=len(kept), ready_ids=kept, other_ids=None,
+                other_count=facts.other_count + facts.ready_count - len(kept),
             )
-            for kb_id, facts in scope.facts.items()
-        }
-        return _Scope(kb_ids=scope.kb_ids, facts=facts)
+        return _Scope(kb_ids=scope.kb_ids, facts=narrowed)
 
     def _drop_other_items(self, request: RetrievalRequest, lists: dict[str, list[RankedHit]],
                           run: _Run) -> dict[str, list[RankedHit]]:
@@ -698,7 +731,7 @@ class RetrievalService:
             cache_epoch=epochs.get(request.kb_id),
             mode=request.mode,
             query_variants=tuple(variants),
-            ready_document_count=len(scope.ready_ids),
+            ready_document_count=scope.ready_count,
             document_filter=document_filter,
             candidate_counts=dict(run.counts),
             stage_timings=tuple(run.timings),
@@ -717,7 +750,7 @@ class RetrievalService:
             fusion=run.fusion,
             knowledge_bases=scope.traces(epochs) if len(scope.kb_ids) > 1 else (),
             filters=request.filters,
-            filter_admitted_count=len(scope.ready_ids) if request.filters else 0,
+            filter_admitted_count=scope.ready_count if request.filters else 0,
             filter_ready_count=scope.before_filters,
             hyde=run.hyde,
             dynamic_top_k=run.dynamic_top_k,

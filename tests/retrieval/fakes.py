@@ -41,23 +41,43 @@ class FakeRepository:
     # the database); None: every document.
     admitted_by_filters: set[int] | None = None
     calls: list[str] = field(default_factory=list)
+    # Documents with vectors that the READY facts did not see (created after they were read).
+    unseen: set[int] = field(default_factory=set)
 
-    def ready_facts(self, *, kb_id, document_ids, version_id=None, filters=()):
+    def _ready(self, document_ids, filters):
+        ready = set(self.ready) if document_ids is None else set(self.ready) & set(document_ids)
+        if filters and self.admitted_by_filters is not None:
+            ready &= self.admitted_by_filters
+        return ready
+
+    def ready_facts(self, *, kb_id, document_ids, version_id=None, filters=(), with_ids=False):
         self.calls.append("ready_facts")
         if self.fail_facts:
             raise FactsUnavailable("facts down")
-        ready = set(self.ready) if document_ids is None else set(self.ready) & set(document_ids)
-        before = len(ready) if filters else None
-        if filters and self.admitted_by_filters is not None:
-            ready &= self.admitted_by_filters
+        before = len(self._ready(document_ids, ())) if filters else None
+        ready = self._ready(document_ids, filters)
         reason = "" if ready else ("no_document_matches_filters" if before else
                                    "document_ids_not_ready" if document_ids is not None else "no_ready_documents")
-        all_docs = {c.document_id for c in self.chunks.values()} | self.ready | self.other
+        # The documents the facts see; `unseen` ones have vectors but came after the facts.
+        all_docs = ({c.document_id for c in self.chunks.values()} | self.ready | self.other) - self.unseen
         others = all_docs - ready
-        return ReadyFacts(self.version, frozenset(ready), frozenset(others), "internal", reason, len(others), before)
+        if not ready:
+            return ReadyFacts(self.version, 0, frozenset(), None, "internal", reason, 0, before)
+        # The repository's policy: the shorter side listed, READY too when asked for.
+        list_others = 0 < len(others) < len(ready)
+        list_ready = with_ids or (bool(others) and not list_others)
+        return ReadyFacts(self.version, len(ready), frozenset(ready) if list_ready else None,
+                          frozenset(others) if list_others else None, "internal", reason, len(others), before)
 
-    def ready_facts_many(self, *, kb_ids, document_ids, filters=()):
-        return {kb_id: self.ready_facts(kb_id=kb_id, document_ids=document_ids, filters=filters) for kb_id in kb_ids}
+    def ready_facts_many(self, *, kb_ids, document_ids, filters=(), with_ids=False):
+        return {kb_id: self.ready_facts(kb_id=kb_id, document_ids=document_ids, filters=filters, with_ids=with_ids)
+                for kb_id in kb_ids}
+
+    def confirm_ready(self, *, kb_ids, document_ids, version_id=None, filters=()):
+        self.calls.append("confirm_ready")
+        if self.fail_facts:
+            raise FactsUnavailable("facts down")
+        return frozenset(set(document_ids) & self._ready(None, filters))
 
     def load_chunks(self, ids):
         self.calls.append("load_chunks")

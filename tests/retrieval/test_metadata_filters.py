@@ -81,7 +81,7 @@ def catalogue(staff_user):
 
 def admitted(kb, *filters: dict, document_ids=None) -> set[int]:
     return set(DjangoRepository().ready_facts(kb_id=kb.pk, document_ids=document_ids,
-                                              filters=parse_filters(list(filters))).ready_ids)
+                                              filters=parse_filters(list(filters)), with_ids=True).ready_ids)
 
 
 def ids(docs, *names) -> set[int]:
@@ -180,7 +180,7 @@ def test_a_draft_under_evaluation_is_filtered_on_its_own_documents(catalogue):
     draft = kb.versions.get(status="building")
     facts = DjangoRepository().ready_facts(
         kb_id=kb.pk, document_ids=None, version_id=draft.pk,
-        filters=parse_filters([{"field": "部门", "op": "eq", "value": "人力资源部"}]),
+        filters=parse_filters([{"field": "部门", "op": "eq", "value": "人力资源部"}]), with_ids=True,
     )
     assert {Document.objects.get(pk=pk).title for pk in facts.ready_ids} == {"员工手册", "杂项", "草稿手册"}
 
@@ -205,7 +205,7 @@ def test_several_knowledge_bases_apply_the_filters_in_each(catalogue, staff_user
     # when
     facts = DjangoRepository().ready_facts_many(
         kb_ids=[kb.pk, other.pk], document_ids=None,
-        filters=parse_filters([{"field": "部门", "op": "eq", "value": "人力资源部"}]),
+        filters=parse_filters([{"field": "部门", "op": "eq", "value": "人力资源部"}]), with_ids=True,
     )
     # then
     assert facts[kb.pk].ready_ids == frozenset(ids(docs, "hr", "odd"))
@@ -215,7 +215,7 @@ def test_several_knowledge_bases_apply_the_filters_in_each(catalogue, staff_user
 
 def test_unfiltered_facts_are_what_they_were(catalogue):
     kb, docs = catalogue
-    facts = DjangoRepository().ready_facts(kb_id=kb.pk, document_ids=None)
+    facts = DjangoRepository().ready_facts(kb_id=kb.pk, document_ids=None, with_ids=True)
     assert facts.ready_ids == frozenset(ids(docs, *docs))
     assert facts.before_filters is None
 

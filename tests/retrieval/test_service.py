@@ -77,6 +77,20 @@ def test_draft_or_failed_documents_never_appear_even_if_vectors_exist():
     assert 5 not in [r.chunk_id for r in response.results]
 
 
+def test_a_document_the_facts_only_counted_is_confirmed_before_it_may_answer():
+    # given: every document the facts saw may answer (so none is listed and nothing is pushed
+    # down), and the store already holds vectors of document 30, created after the facts
+    repository = FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, unseen={30})
+    store = FakeStore(repository.chunks)
+    # when
+    response = make_service(repository=repository, store=store).retrieve(request("年假 20 天", top_k=5))
+    # then
+    assert {c[1].exclude for c in store.calls} == {()}
+    assert "confirm_ready" in repository.calls
+    assert response.results and all(r.document_id in {10, 20} for r in response.results)
+    assert 5 not in [r.chunk_id for r in response.results]
+
+
 def test_empty_facts_return_at_once_without_models_or_store():
     # given
     repository = FakeRepository(chunks=dict(CHUNKS), ready=set(), other={10, 20, 30})
