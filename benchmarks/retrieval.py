@@ -18,7 +18,8 @@ import numpy as np
 from .common import SYNTHETIC_EMBEDDING_MODEL, build_corpus, make_queries, percentile, print_table, setup_django, write_results
 
 
-def measure(size: int, queries_count: int, top_k: int, candidate_k: int, embedding_model: str) -> dict:
+def measure(size: int, queries_count: int, top_k: int, candidate_k: int, embedding_model: str,
+            chunks_per_document: int = 100) -> dict:
     from pymilvus import MilvusClient
 
     from django.conf import settings
@@ -28,7 +29,8 @@ def measure(size: int, queries_count: int, top_k: int, candidate_k: int, embeddi
     from knowledge.vectors import store_for
     from engines.providers import get_embedder
 
-    kb, texts, vectors, ids, build = build_corpus(size, embedding_model=embedding_model)
+    kb, texts, vectors, ids, build = build_corpus(size, embedding_model=embedding_model,
+                                                   chunks_per_document=chunks_per_document)
     queries = make_queries(texts, queries_count)
     service = build_retrieval_service(kb)
     embedder = get_embedder(kb.embedding_model, kb.embedding_dimension)
@@ -83,6 +85,7 @@ def measure(size: int, queries_count: int, top_k: int, candidate_k: int, embeddi
     raw_dense, raw_sparse, brute = run_raw_dense(), run_raw_sparse(), run_numpy()
     result = {
         "chunks": size,
+        "documents": (size + chunks_per_document - 1) // chunks_per_document,
         "queries": len(queries),
         "build": build,
         "raw_milvus_dense_ms": {"p50": percentile(raw_dense, 50), "p95": percentile(raw_dense, 95)},
@@ -115,10 +118,13 @@ def main() -> None:
     parser.add_argument("--candidate-k", type=int, default=30)
     parser.add_argument("--embedding-model", default=SYNTHETIC_EMBEDDING_MODEL,
                         help="embedder of the synthetic corpora (local-e5-small-v1 for its query cost; slow to build)")
+    parser.add_argument("--chunks-per-document", type=int, default=100,
+                        help="how the chunks are grouped into documents (fewer: more documents for the READY facts)")
     args = parser.parse_args()
     stop = setup_django()
     try:
-        runs = [measure(int(size), args.queries, args.top_k, args.candidate_k, args.embedding_model)
+        runs = [measure(int(size), args.queries, args.top_k, args.candidate_k, args.embedding_model,
+                        args.chunks_per_document)
                 for size in args.sizes.split(",")]
         rows = []
         for run in runs:
