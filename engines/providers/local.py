@@ -298,6 +298,8 @@ _NEARBY_CREDIT = 0.3
 _KEEP_RATIO = 0.5  # candidates below half the best unit's score are never shown
 _CLOSE_RATIO = 0.8  # ... nor below this share unless they cover new question terms
 _MIN_GAIN = 0.1  # IDF share of question terms a supporting line must add
+_RANGE_MODELS = 3  # other models a line names beside the asked one to be a list of the range
+_RANGE_FACTOR = 0.5
 _ASKS_FACTOR = 0.5  # a question sentence restates, the sentence after it answers
 _LEAD_FACTOR = 0.5  # a lead-in, heading or table pointer says what follows, not the answer
 _LIST_LINES = 6  # lines after a lead-in that it introduces at most
@@ -743,6 +745,10 @@ class ExtractiveChatModel:
                 if support < self.min_support:
                     continue
                 score = support * _answer_likelihood(unit, wants)
+                if asked_models and len(model_codes(unit.text) - asked_models) >= _RANGE_MODELS:
+                    # "适用型号：星河X1 / 星河X3 / 星河X3 Pro / 星河X5 Mesh" names the asked model
+                    # among the whole range: it lists, it does not say anything of the one asked.
+                    score *= _RANGE_FACTOR
                 if not on_topic[part.order]:
                     score *= _OFF_TOPIC_FACTOR
                 own = math.fsum(weights[t] for t in matched)
@@ -877,9 +883,16 @@ class ExtractiveChatModel:
         blocks: list[tuple[str, str]] = []
         shown: list[_Scored] = []
         chars = tokens = 0
+        # The first line told the asked value of the asked item from a table's cells.
+        told_cells = False
         for item in chosen:
             unit = item.unit
             marker = f"[来源 {unit.source}](citation://{unit.source})"
+            if told_cells and (unit.table is not None or _row_like(unit.text)):
+                # A row of the same figures (a PDF's text table repeating the spreadsheet: "内存
+                # 256MB 512MB 1GB 2GB", "星河X3 Pro 3年 1年") or of other columns ("尺寸 …")
+                # restates or strays from a value already said in a sentence.
+                continue
             if unit.table is not None:
                 table = parts[unit.order].tables[unit.table]
                 rows = _table_rows(item, scored, table)
@@ -903,6 +916,7 @@ class ExtractiveChatModel:
                     # One item, the values asked for: a sentence of those cells, not the row.
                     sentence = _cells_sentence(table.header, rows[0], asked)
                     kind, body, size = "text", sentence + marker, len(sentence)
+                    told_cells = not blocks
                 else:
                     lines = [table.header, table.separator, *rows]
                     if asked:
@@ -1069,6 +1083,22 @@ def _lead_with_comparison(
         return bool(model_codes(item.unit.text) or model_codes(header))
     rest = [c for c in chosen if (c.unit.order, c.unit.table) != same_table and not names_a_model(c)]
     return [best, *rest][:_MAX_LINES]
+
+
+def _row_like(text: str) -> bool:
+    """A table row that came as plain text (a PDF's table read line by line): several short
+    cells apart by spaces, no sentence punctuation."""
+    cells = text.split()
+    return (
+        len(cells) >= _ROW_CELLS
+        and not _SENTENCE_PUNCTUATION.search(text)
+        and all(len(cell) <= _ROW_CELL_CHARS for cell in cells)
+    )
+
+
+_ROW_CELLS = 3
+_ROW_CELL_CHARS = 16
+_SENTENCE_PUNCTUATION = re.compile(r"[，。；！？、,;!?]")
 
 
 def _cells_sentence(header: str, row: str, asked: list[int]) -> str:

@@ -994,3 +994,43 @@ def test_a_sentence_the_source_wrapped_after_a_comma_is_quoted_whole():
         "星河X3 Pro 在星河X3 的基础上增加了 6GHz 频段（Wi-Fi 6E）、双 2.5G 网口和 USB 3.0 接口，"
         "适合多设备、大户型和 NAS 用户。[来源 1](citation://1)"
     )
+
+
+def test_a_value_told_from_a_tables_cells_is_not_followed_by_the_same_table_as_text_rows():
+    # given: the spreadsheet's row, and the manual's table as a PDF gives it (one line per row)
+    context = """<knowledge_context>
+[来源 1] 星河 X 系列产品规格表
+| 型号 | 处理器 | 内存 | 尺寸 |
+| --- | --- | --- | --- |
+| 星河X1 | 双核 1.2GHz | 256MB | 220×140×35mm |
+| 星河X3 | 四核 1.5GHz | 512MB | 260×160×40mm |
+
+[来源 2] 用户手册 · 2. 规格参数
+型号 星河X1 星河X3 星河X3 Pro
+内存 256MB 512MB 1GB
+尺寸 220×140×35mm 260×160×40mm 280×180×45mm
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    answer = ask_about(context, "X1 的内存多大？")
+    # then: the sentence alone; the rows would repeat it among other models' values
+    assert answer_lines(answer) == ["星河X1 的内存是 256MB。[来源 1](citation://1)"]
+
+
+def test_a_line_listing_the_whole_range_does_not_answer_about_one_model():
+    # given: the manual's cover names every model; a section tells how the asked one joins Mesh
+    context = """<knowledge_context>
+[来源 1] 星河 X 系列智能路由器用户手册
+适用型号：星河X1 / 星河X3 / 星河X3 Pro / 星河X5 Mesh · V2.1 · 2025 年 2 月
+
+[来源 2] 用户手册 · 6.5 Mesh 组网
+星河X5 Mesh 套装出厂已完成配对，通电即可自动组网。星河X3 和星河X3 Pro 也可作为 Mesh 节点：
+将新路由器放在主路由器附近并通电，先按主路由器的 WPS/Mesh 键 2 秒。
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    answer = ask_about(context, "X3 支持 Mesh 吗？")
+    # then: the cover's list shares "X3" and "Mesh" (of "星河X5 Mesh") and says nothing of the X3
+    assert answer_lines(answer)[0].endswith("[来源 2](citation://2)")
