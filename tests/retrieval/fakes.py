@@ -16,7 +16,7 @@ from engines.ports import (
     VectorHit,
     VectorStoreUnavailable,
 )
-from retrieval.repository import ChunkRow, ReadyFacts
+from retrieval.repository import LISTED_READY, ChunkRow, ReadyFacts
 
 
 def chunk(id: int, document_id: int, content: str, *, ordinal: int = 0, parent_id: str = "p", tokens: int = 100,
@@ -43,6 +43,8 @@ class FakeRepository:
     calls: list[str] = field(default_factory=list)
     # Documents with vectors that the READY facts did not see (created after they were read).
     unseen: set[int] = field(default_factory=set)
+    # READY documents listed whatever the other side (the repository's LISTED_READY).
+    listed_ready: int = LISTED_READY
 
     def _ready(self, document_ids, filters):
         ready = set(self.ready) if document_ids is None else set(self.ready) & set(document_ids)
@@ -65,7 +67,7 @@ class FakeRepository:
             return ReadyFacts(self.version, 0, frozenset(), None, "internal", reason, 0, before)
         # The repository's policy: the shorter side listed, READY too when asked for.
         list_others = 0 < len(others) < len(ready)
-        list_ready = with_ids or (bool(others) and not list_others)
+        list_ready = with_ids or len(ready) <= self.listed_ready or (bool(others) and not list_others)
         return ReadyFacts(self.version, len(ready), frozenset(ready) if list_ready else None,
                           frozenset(others) if list_others else None, "internal", reason, len(others), before)
 

@@ -8,10 +8,17 @@ import pytest
 
 from knowledge.catalog import services as catalog_services
 from knowledge.models import DocumentStatus
+from retrieval import repository as repository_module
 from retrieval.repository import DjangoRepository
 from tests.conftest import make_document, make_kb, make_ready_version
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def lists_at_most_two(monkeypatch):
+    """A base of a few documents behaves as a large one: at most two READY ids listed at any rate."""
+    monkeypatch.setattr(repository_module, "LISTED_READY", 2)
 
 
 def _published(staff_user, *, ready: int, unpublished: int = 0):
@@ -24,7 +31,17 @@ def _published(staff_user, *, ready: int, unpublished: int = 0):
     return kb, served, outside
 
 
-def test_a_base_where_every_document_answers_is_counted_not_listed(staff_user):
+def test_a_few_ready_documents_are_listed_whatever_the_other_side(staff_user):
+    # given
+    kb, served, _ = _published(staff_user, ready=3)
+    # when
+    facts = DjangoRepository().ready_facts(kb_id=kb.pk, document_ids=None)
+    # then: three ids cost less than confirming the candidates after the search
+    assert (facts.ready_count, facts.other_count, facts.other_ids) == (3, 0, None)
+    assert facts.ready_ids == frozenset(d.pk for d in served)
+
+
+def test_a_base_where_every_document_answers_is_counted_not_listed(staff_user, lists_at_most_two):
     # given
     kb, served, _ = _published(staff_user, ready=4)
     # when
@@ -35,7 +52,7 @@ def test_a_base_where_every_document_answers_is_counted_not_listed(staff_user):
     assert facts.empty_reason == ""
 
 
-def test_the_shorter_side_is_the_one_listed(staff_user):
+def test_the_shorter_side_is_the_one_listed(staff_user, lists_at_most_two):
     # given: many served and one not, then one served among many not
     many_ready, served, outside = _published(staff_user, ready=5, unpublished=1)
     few_ready, few_served, few_outside = _published(staff_user, ready=1, unpublished=3)
@@ -54,7 +71,7 @@ def test_the_ready_documents_are_listed_when_asked_for(staff_user):
     assert facts.ready_ids == frozenset(d.pk for d in served)
 
 
-def test_several_bases_follow_the_same_policy_in_one_call(staff_user):
+def test_several_bases_follow_the_same_policy_in_one_call(staff_user, lists_at_most_two):
     # given
     full, full_served, _ = _published(staff_user, ready=3)
     sparse, sparse_served, _ = _published(staff_user, ready=1, unpublished=2)

@@ -78,9 +78,9 @@ def test_draft_or_failed_documents_never_appear_even_if_vectors_exist():
 
 
 def test_a_document_the_facts_only_counted_is_confirmed_before_it_may_answer():
-    # given: every document the facts saw may answer (so none is listed and nothing is pushed
-    # down), and the store already holds vectors of document 30, created after the facts
-    repository = FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, unseen={30})
+    # given: every document the facts saw may answer, more than are listed (so none is listed
+    # and nothing is pushed down), and the store holds vectors of document 30, created after
+    repository = FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, unseen={30}, listed_ready=0)
     store = FakeStore(repository.chunks)
     # when
     response = make_service(repository=repository, store=store).retrieve(request("年假 20 天", top_k=5))
