@@ -727,7 +727,8 @@ class ExtractiveChatModel:
                 said_otherwise = synonymous.get(id(unit), set()) - matched - scoped
                 if not (matched | scoped | said_otherwise) & anchors:
                     continue
-                if asked_models and _about_other_models(unit.text, asked_models):
+                named = model_codes(unit.text) if asked_models else frozenset()
+                if asked_models and _about_other_models(named, asked_models):
                     # "星河X3 整机保修 2 年" never answers a question about X3 Pro.
                     continue
                 nearby = nearby_terms - matched - scoped - said_otherwise
@@ -745,7 +746,7 @@ class ExtractiveChatModel:
                 if support < self.min_support:
                     continue
                 score = support * _answer_likelihood(unit, wants)
-                if asked_models and len(model_codes(unit.text) - asked_models) >= _RANGE_MODELS:
+                if asked_models and len(named - asked_models) >= _RANGE_MODELS:
                     # "适用型号：星河X1 / 星河X3 / 星河X3 Pro / 星河X5 Mesh" names the asked model
                     # among the whole range: it lists, it does not say anything of the one asked.
                     score *= _RANGE_FACTOR
@@ -953,9 +954,8 @@ class ExtractiveChatModel:
 _FIGURE = re.compile(r"\d+(?:[.:：]\d+)?")
 
 
-def _about_other_models(text: str, asked: frozenset[str]) -> bool:
-    """The text names models, none of them one the question asks about."""
-    named = model_codes(text)
+def _about_other_models(named: frozenset[str], asked: frozenset[str]) -> bool:
+    """The text names models (`named`, its `model_codes`), none of them one the question asks about."""
     return bool(named) and not (named & asked)
 
 

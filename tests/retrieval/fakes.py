@@ -37,6 +37,7 @@ class FakeRepository:
     assets: dict[int, AssetRef] = field(default_factory=dict)
     fail_facts: bool = False
     fail_neighbours: bool = False
+    fail_confirm: bool = False  # the database lost after the facts were read
     # The documents any metadata filter admits (the SQL of it is DjangoRepository's, tested on
     # the database); None: every document.
     admitted_by_filters: set[int] | None = None
@@ -77,7 +78,7 @@ class FakeRepository:
 
     def confirm_ready(self, *, kb_ids, document_ids, version_id=None, filters=()):
         self.calls.append("confirm_ready")
-        if self.fail_facts:
+        if self.fail_facts or self.fail_confirm:
             raise FactsUnavailable("facts down")
         return frozenset(set(document_ids) & self._ready(None, filters))
 

@@ -65,7 +65,7 @@ def test_the_shorter_side_is_the_one_listed(staff_user, lists_at_most_two):
     assert rarely.other_count == 3
 
 
-def test_the_ready_documents_are_listed_when_asked_for(staff_user):
+def test_the_ready_documents_are_listed_when_asked_for(staff_user, lists_at_most_two):
     kb, served, _ = _published(staff_user, ready=3)
     facts = DjangoRepository().ready_facts(kb_id=kb.pk, document_ids=None, with_ids=True)
     assert facts.ready_ids == frozenset(d.pk for d in served)

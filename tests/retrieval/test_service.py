@@ -91,6 +91,16 @@ def test_a_document_the_facts_only_counted_is_confirmed_before_it_may_answer():
     assert 5 not in [r.chunk_id for r in response.results]
 
 
+def test_the_database_lost_while_confirming_candidates_fails_the_search_without_results():
+    # given: the facts were read; the database goes away before the candidates are confirmed
+    repository = FakeRepository(chunks=dict(CHUNKS), ready={10, 20}, other={30}, listed_ready=0,
+                                fail_confirm=True)
+    # when / then: the error retrieval callers answer as "facts unavailable", never a partial list
+    with pytest.raises(FactsUnavailable):
+        make_service(repository=repository).retrieve(request("年假", top_k=5))
+    assert "confirm_ready" in repository.calls
+
+
 def test_empty_facts_return_at_once_without_models_or_store():
     # given
     repository = FakeRepository(chunks=dict(CHUNKS), ready=set(), other={10, 20, 30})
