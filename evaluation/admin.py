@@ -7,6 +7,7 @@ from pathlib import PurePath
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
@@ -236,8 +237,10 @@ class EvalSetAdmin(KnowledgeScopedAdmin):
         if request.method == "POST" and form.is_valid():
             upload, qrels = form.cleaned_data["file"], form.cleaned_data["qrels"]
             try:
-                cases = (read_shared_uploads(queries=upload.read(), qrels=qrels.read()) if qrels
-                         else read_native_file(upload.name, upload.read()))
+                # One byte past the limit is enough for the intake check to refuse a larger file.
+                limit = settings.RAG_MAX_IMPORT_BYTES + 1
+                cases = (read_shared_uploads(queries=upload.read(limit), qrels=qrels.read(limit)) if qrels
+                         else read_native_file(upload.name, upload.read(limit)))
                 outcome = import_eval_set(
                     name=form.cleaned_data["name"], cases=cases,
                     source=upload.name, knowledge_base=form.cleaned_data["knowledge_base"],

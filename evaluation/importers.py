@@ -22,6 +22,7 @@ from pathlib import Path
 
 from django.utils.translation import gettext as _
 
+from knowledge.intake import IntakeLimits, check_file, read_first_sheet
 from ragsite.errors import ValidationFailed
 
 MAX_CASES = 20_000
@@ -62,9 +63,11 @@ def read_shared_dataset(directory: Path) -> list[CaseDraft]:
 
 def read_shared_uploads(*, queries: bytes, qrels: bytes) -> list[CaseDraft]:
     """The shared layout as two uploaded files (the admin cannot take a folder)."""
+    for name, data in (("queries.jsonl", queries), ("qrels.jsonl", qrels)):
+        check_file(name=name, data=data, limits=IntakeLimits.for_imports())
     return read_shared_files(
-        queries=list(_jsonl_lines("queries.jsonl", queries.decode("utf-8-sig"))),
-        qrels=list(_jsonl_lines("qrels.jsonl", qrels.decode("utf-8-sig"))),
+        queries=list(_jsonl_lines("queries.jsonl", _text("queries.jsonl", queries))),
+        qrels=list(_jsonl_lines("qrels.jsonl", _text("qrels.jsonl", qrels))),
         queries_name="queries.jsonl", qrels_name="qrels.jsonl", source="queries.jsonl",
     )
 
@@ -92,12 +95,17 @@ def read_shared_files(*, queries, qrels, queries_name: str, qrels_name: str, sou
 
 def read_native_file(name: str, data: bytes) -> list[CaseDraft]:
     """Cases from an uploaded or local file, chosen by its extension."""
+    check_file(name=name, data=data, limits=IntakeLimits.for_imports())
     suffix = Path(name).suffix.lower()
     if suffix == ".jsonl":
-        rows = [(number, row) for number, row in _jsonl_lines(name, data.decode("utf-8-sig"))]
+        rows = list(_jsonl_lines(name, _text(name, data)))
     elif suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(data.decode("utf-8-sig")))
-        rows = list(enumerate(reader, start=2))
+        reader = csv.DictReader(io.StringIO(_text(name, data)))
+        try:
+            rows = list(enumerate(reader, start=2))
+        except csv.Error as exc:  # a field over the csv module's limit, a stray quote at the end
+            raise ValidationFailed(_("%(name)s 不是可读取的 CSV 文件：%(error)s") % {"name": name, "error": exc},
+                                   code="invalid_eval_file") from exc
     elif suffix == ".xlsx":
         rows = _xlsx_rows(name, data)
     else:
@@ -145,25 +153,21 @@ def _values(cell) -> tuple:
 
 
 def _xlsx_rows(name: str, data: bytes) -> list[tuple[int, dict]]:
-    import openpyxl
-
-    try:
-        workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    except Exception as exc:  # openpyxl raises many types for a file that is not a workbook
-        raise ValidationFailed(_("%(name)s 不是可读取的 XLSX 文件：%(error)s") % {"name": name, "error": exc},
-                               code="invalid_eval_file") from exc
-    sheet = workbook.worksheets[0]
-    rows = sheet.iter_rows(values_only=True)
-    header = [str(h).strip() if h is not None else "" for h in next(rows, ())]
+    rows = read_first_sheet(data, name=name, max_rows=MAX_CASES + 2, code="invalid_eval_file")
+    header = [str(h).strip() if h is not None else "" for h in (rows[0] if rows else ())]
     found = []
-    for number, values in enumerate(rows, start=2):
+    for number, values in enumerate(rows[1:], start=2):
         if all(v is None or str(v).strip() == "" for v in values):
             continue
         found.append((number, dict(zip(header, values))))
-        if len(found) > MAX_CASES:
-            break
-    workbook.close()
     return found
+
+
+def _text(name: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationFailed(_("%(name)s 须为 UTF-8 编码。") % {"name": name}, code="invalid_eval_file") from exc
 
 
 def _jsonl(path: Path) -> list[tuple[int, dict]]:

@@ -109,3 +109,26 @@ def eventually(predicate, *, within: float = 20.0, every: float = 0.05):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(every)
+
+
+def database_url() -> str:
+    """The test database as DATABASE_URL, for a server or worker started as a subprocess: the
+    SQLite file or the PostgreSQL database pytest-django made, whichever this run uses."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now, for a server a test starts."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

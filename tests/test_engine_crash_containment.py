@@ -10,7 +10,6 @@ that an engine which still dies costs one engine child, once, and never the serv
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,6 @@ from pathlib import Path
 import httpx
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 
 from engines.providers.e5 import E5_DIMENSION, E5_EMBEDDING_MODEL
 from knowledge.catalog import services as catalog_services
@@ -28,20 +26,13 @@ from knowledge.documents import services as document_services
 from knowledge.models import Document, DocumentStatus, KnowledgeBase, Visibility
 from tests.chat.conftest import publish_draft
 from tests.fakes.aborting_e5 import ABORT_MARKER
-from tests.live import eventually
+from tests.live import database_url, eventually, free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = "\ufdfa"
 HANDBOOK = "# 员工手册\n\n## 年假\n\n入职满一年的员工每年享有 15 天带薪年假。\n\n## VPN\n\nVPN 空闲 30 分钟后自动断开。\n"
-
-
-def database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def server_env(settings, media_root, tmp_path) -> dict[str, str]:
@@ -63,11 +54,6 @@ def server_env(settings, media_root, tmp_path) -> dict[str, str]:
         "RAG_INGESTION_LEASE_SECONDS": "5",
     }
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager

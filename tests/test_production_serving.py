@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.live import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,11 +48,6 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
         [sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
     )
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

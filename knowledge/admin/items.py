@@ -3,6 +3,7 @@ and the chunk tags staff add or exclude."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
@@ -94,7 +95,7 @@ class ItemAdmin(KnowledgeScopedAdmin):
             try:
                 report = item_services.import_items(
                     kb=form.cleaned_data["knowledge_base"], file_name=upload.name,
-                    data=upload.read(item_services.MAX_IMPORT_BYTES + 1), actor=request.user,
+                    data=upload.read(settings.RAG_MAX_IMPORT_BYTES + 1), actor=request.user,
                 )
             except DomainError as error:
                 form.add_error("file", str(error.message))

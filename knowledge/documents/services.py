@@ -18,13 +18,15 @@ from django.utils.translation import gettext as _
 from ragsite.errors import Conflict, InvalidTransition, ServiceUnavailable, ValidationFailed
 
 from engines.analysis import LEGACY_ANALYSIS
+from engines.lexical import visible_text
 from knowledge import audit, epochs
 from knowledge.actors import Actor, user_or_none
 from knowledge.attributes import clean_attributes
 from knowledge.catalog.services import draft_for_writing
 from knowledge.documents.ingestion.queue import queue_documents
 from knowledge.documents.reanalysis import reanalyse_task
-from knowledge.documents.sniffing import FileRejected, SniffResult, sniff
+from knowledge.documents.sniffing import SniffResult, sniff
+from knowledge.intake import FileRejected, IntakeLimits, check_file
 from knowledge.models import AuditAction, Document, DocumentStatus, KnowledgeBase
 
 
@@ -99,14 +101,7 @@ def _check_uploads(files: Sequence[UploadedFile]) -> list[_CheckedUpload]:
     for index, upload in enumerate(files):
         name = upload.name or "unnamed"
         try:
-            if not upload.size:
-                raise FileRejected(_("文件为空。"), code="empty_file")
-            if upload.size > settings.RAG_MAX_UPLOAD_BYTES:
-                raise FileRejected(
-                    _("文件大小 %(size).1f MB 超过上限 %(limit).1f MB。")
-                    % {"size": upload.size / 2**20, "limit": settings.RAG_MAX_UPLOAD_BYTES / 2**20},
-                    code="file_too_large",
-                )
+            check_file(name=name, data=upload.file, limits=IntakeLimits.for_documents())
             sniffed = sniff(upload.file, filename=name)
         except FileRejected as exc:
             errors.append({"file": name, "index": index, "code": exc.code, "detail": str(exc.message)})
@@ -211,7 +206,7 @@ def _register_uploads(
             slots.append((item.sha256, True))
             continue
         name = item.upload.name or "unnamed"
-        given_title = titles[index] if titles and titles[index] else ""
+        given_title = titles[index].strip() if titles and titles[index] else ""
         metadata = {"text_encoding": item.sniffed.text_encoding} if item.sniffed.text_encoding else {}
         if not given_title:
             # The file's own title (DOCX / PPTX / PDF properties) replaces this once parsed.
@@ -247,10 +242,11 @@ def _register_uploads(
 
 
 def _title_from_name(name: str) -> str:
-    stem = name.rsplit("/", 1)[-1]
-    if "." in stem:
-        stem = stem.rsplit(".", 1)[0]
-    return (stem or name)[:300]
+    """The file name without its folder and extension; a name of only spaces (or of invisible
+    characters) gives no title to read, so the document is called 未命名文档."""
+    base = visible_text(name.rsplit("/", 1)[-1])
+    stem = visible_text(base.rsplit(".", 1)[0]) if "." in base else base
+    return (stem or _("未命名文档"))[:300]
 
 
 @transaction.atomic

@@ -7,16 +7,13 @@ refused rather than parsed as something else.
 
 from __future__ import annotations
 
-import zipfile
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import BinaryIO
 
-from django.conf import settings
 from django.utils.translation import gettext as _
 
-from docparse._common import ZIP_OPEN_ERRORS, unreadable_zip_member
-from ragsite.errors import ValidationFailed
+from knowledge.intake import FileRejected, IntakeLimits, check_archive
 
 SNIFF_BYTES = 64 * 1024
 
@@ -64,10 +61,6 @@ class SniffResult:
     file_type: str
     mime_type: str
     text_encoding: str | None = None
-
-
-class FileRejected(ValidationFailed):
-    """An upload refused before anything is stored."""
 
 
 def sniff(stream: BinaryIO, *, filename: str) -> SniffResult:
@@ -134,18 +127,7 @@ def _detect_binary(head: bytes, stream: BinaryIO) -> str | None:
 
 
 def _detect_ooxml(stream: BinaryIO) -> str:
-    try:
-        archive = zipfile.ZipFile(stream)
-    except (*ZIP_OPEN_ERRORS, ValueError) as exc:
-        raise FileRejected(_("压缩包已损坏，无法读取：%(error)s") % {"error": exc}, code="corrupt_file")
-    try:
-        members = archive.infolist()
-        _check_archive_limits(members)
-        _check_members_readable(members)
-        names = {member.filename for member in members}
-    finally:
-        archive.close()
-        stream.seek(0)
+    names = {member.filename for member in check_archive(stream, limits=IntakeLimits.for_documents())}
     if "word/document.xml" in names:
         return "docx"
     if "xl/workbook.xml" in names:
@@ -155,38 +137,6 @@ def _detect_ooxml(stream: BinaryIO) -> str:
     raise FileRejected(
         _("这是一个 ZIP 压缩包，但不是 DOCX / XLSX / PPTX 文档。"), code="unsupported_file_type"
     )
-
-
-def _check_archive_limits(members: list[zipfile.ZipInfo]) -> None:
-    """Refuse zip bombs by their declared sizes; parsers also bound what they actually read."""
-    if len(members) > settings.RAG_MAX_ARCHIVE_MEMBERS:
-        raise FileRejected(
-            _("文档包含的内部文件过多（%(count)d 个），疑似压缩炸弹。") % {"count": len(members)},
-            code="archive_too_large",
-        )
-    uncompressed = sum(member.file_size for member in members)
-    compressed = sum(member.compress_size for member in members) or 1
-    if uncompressed > settings.RAG_MAX_ARCHIVE_UNCOMPRESSED_BYTES:
-        raise FileRejected(
-            _("文档解压后过大（%(size)d MB），疑似压缩炸弹。") % {"size": uncompressed // 2**20},
-            code="archive_too_large",
-        )
-    if uncompressed > 10 * 2**20 and uncompressed / compressed > settings.RAG_MAX_ARCHIVE_RATIO:
-        raise FileRejected(
-            _("文档压缩比异常（%(ratio)d 倍），疑似压缩炸弹。") % {"ratio": uncompressed // compressed},
-            code="archive_too_large",
-        )
-
-
-def _check_members_readable(members: list[zipfile.ZipInfo]) -> None:
-    # The Office libraries read every member; one zipfile cannot read must not reach them.
-    for member in members:
-        problem = unreadable_zip_member(member)
-        if problem:
-            raise FileRejected(
-                _("压缩包已损坏，无法读取：%(error)s") % {"error": f"{member.filename}：{problem}"},
-                code="corrupt_file",
-            )
 
 
 def _text_encoding(head: bytes) -> str | None:

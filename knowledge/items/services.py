@@ -8,10 +8,6 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from zipfile import BadZipFile
-
-import openpyxl
-from openpyxl.utils.exceptions import InvalidFileException
 
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -20,12 +16,12 @@ from ragsite.errors import Conflict, ValidationFailed
 
 from knowledge import audit, epochs
 from knowledge.actors import Actor
+from knowledge.intake import IntakeLimits, check_file, read_first_sheet
 from knowledge.items.tasks import schedule_retag
 from knowledge.models import AuditAction, Chunk, ChunkItem, Item, KnowledgeBase, TagSource
 
 MAX_NAMES = 50
 MAX_NAME_CHARS = 200
-MAX_IMPORT_BYTES = 5 * 1024 * 1024
 MAX_IMPORT_ROWS = 5000
 # Column titles an import accepts, in Chinese or English.
 COLUMNS = {
@@ -97,14 +93,20 @@ class ImportReport:
     errors: tuple[str, ...]
 
 
-@transaction.atomic
 def import_items(*, kb: KnowledgeBase, file_name: str, data: bytes, actor: Actor) -> ImportReport:
     """Items from a CSV or XLSX table with a header row (名称, 别名, 型号代码, 系列, 系列别名,
     说明; several names in one cell separated by commas or semicolons). An item of the same name is
-    updated; a bad row is reported by its number and the rest are imported."""
-    if len(data) > MAX_IMPORT_BYTES:
-        raise ValidationFailed(_("文件过大（最多 5 MB）。"), code="import_too_large")
+    updated; a bad row is reported by its number and the rest are imported.
+
+    The file is checked and read before the transaction opens: a write lock held while a
+    workbook is parsed stops every other writer (on SQLite the whole database) for as long."""
+    check_file(name=file_name, data=data, limits=IntakeLimits.for_imports())
     rows = _read_table(file_name, data)
+    return _import_rows(kb=kb, file_name=file_name, rows=rows, actor=actor)
+
+
+@transaction.atomic
+def _import_rows(*, kb: KnowledgeBase, file_name: str, rows: list[list[object]], actor: Actor) -> ImportReport:
     if not rows:
         raise ValidationFailed(_("表格为空。"), code="import_empty")
     header = [str(cell or "").strip().lower() for cell in rows[0]]
@@ -180,17 +182,13 @@ def _read_table(file_name: str, data: bytes) -> list[list[object]]:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise ValidationFailed(_("CSV 文件须为 UTF-8 编码。"), code="import_bad_encoding") from exc
-        return [list(row) for row in csv.reader(io.StringIO(text))]
+        try:
+            return [list(row) for row in csv.reader(io.StringIO(text))]
+        except csv.Error as exc:  # a field over the csv module's limit, a stray quote at the end
+            raise ValidationFailed(_("无法读取该 CSV 文件：%(error)s") % {"error": exc}, code="import_unreadable") from exc
     if suffix == "xlsx":
-        try:
-            workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-        except (BadZipFile, InvalidFileException, KeyError, ValueError, OSError) as exc:
-            raise ValidationFailed(_("无法读取该 XLSX 文件。"), code="import_unreadable") from exc
-        try:
-            sheet = workbook.worksheets[0]
-            return [list(row) for _, row in zip(range(MAX_IMPORT_ROWS + 2), sheet.iter_rows(values_only=True))]
-        finally:
-            workbook.close()
+        return [list(row) for row in read_first_sheet(data, name=file_name, max_rows=MAX_IMPORT_ROWS + 2,
+                                                          code="import_unreadable")]
     raise ValidationFailed(_("只支持 CSV 或 XLSX 文件。"), code="import_bad_type")
 
 

@@ -93,7 +93,7 @@ SQLITE_OPTIONS = {
     # Web and worker share one SQLite file: wait for locks instead of failing, take the write
     # lock at BEGIN so two writers cannot deadlock on a lock upgrade, and let readers run
     # concurrently with a writer (WAL).
-    "timeout": 30,
+    "timeout": env.float("DATABASE_SQLITE_TIMEOUT", default=30.0),
     "transaction_mode": "IMMEDIATE",
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 }
@@ -295,6 +295,10 @@ RAG_MAX_ARCHIVE_UNCOMPRESSED_BYTES = env.int(
 RAG_MAX_ARCHIVE_RATIO = env.int("RAG_MAX_ARCHIVE_RATIO", default=200)
 RAG_MAX_ARCHIVE_MEMBERS = env.int("RAG_MAX_ARCHIVE_MEMBERS", default=20000)
 RAG_MAX_FILES_PER_UPLOAD = env.int("RAG_MAX_FILES_PER_UPLOAD", default=50)
+# Tables staff import (items, evaluation cases) are read whole in the web process, so they are
+# held to what such a table needs, packed and unpacked (`knowledge.intake`).
+RAG_MAX_IMPORT_BYTES = env.int("RAG_MAX_IMPORT_BYTES", default=5 * 1024 * 1024)
+RAG_MAX_IMPORT_UNPACKED_BYTES = env.int("RAG_MAX_IMPORT_UNPACKED_BYTES", default=20 * 1024 * 1024)
 # Django stops reading a multipart body at the first file over the per-upload count, instead of
 # spooling every file to disk before the upload is refused. Request bodies other than files
 # (JSON included, ragsite/parsers.py) are held to DATA_UPLOAD_MAX_MEMORY_SIZE; files up to

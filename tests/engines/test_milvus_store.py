@@ -34,6 +34,7 @@ from engines.ports import (
     VectorStoreError,
     VectorStoreUnavailable,
 )
+from tests.live import free_port
 from tests.milvus import admin_client, start_milvus_lite
 
 DIM = 8
@@ -110,11 +111,6 @@ def row_ids(client: MilvusClient, collection: str, expr: str = "id >= 0") -> lis
     rows = client.query(collection, filter=expr, output_fields=["id"], limit=16_384)
     return sorted(int(r["id"]) for r in rows)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def create_raw_collection(client: MilvusClient, name: str, *, dim: int, description: str) -> None:

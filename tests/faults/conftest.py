@@ -12,19 +12,14 @@ A worker killed mid-ingestion is covered by tests/knowledge/test_worker_kill.py.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
 from engines.management.commands.milvus_server import LiteServer
 from tests.chat.conftest import publish_kb
+from tests.live import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class KillableMilvus:

@@ -11,7 +11,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.chat.conftest import RAG_QUESTION
-from tests.faults.conftest import free_port
+from tests.live import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,6 +5,7 @@ detection writes and staff keep."""
 from __future__ import annotations
 
 import io
+import zipfile
 
 import openpyxl
 import pytest
@@ -191,8 +192,14 @@ def test_an_xlsx_import_reads_the_first_sheet_and_a_broken_file_is_refused(staff
 
     # then
     assert report.created == 1
-    with pytest.raises(ValidationFailed) as refused:
+    with pytest.raises(ValidationFailed) as broken:
         item_services.import_items(kb=kb, file_name="items.xlsx", data=b"PK\x03\x04 not a workbook", actor=staff_user)
+    assert broken.value.code == "corrupt_file"  # the intake check every uploaded file passes
+    not_a_workbook = io.BytesIO()
+    with zipfile.ZipFile(not_a_workbook, "w") as archive:
+        archive.writestr("notes.txt", "hello")
+    with pytest.raises(ValidationFailed) as refused:
+        item_services.import_items(kb=kb, file_name="items.xlsx", data=not_a_workbook.getvalue(), actor=staff_user)
     assert refused.value.code == "import_unreadable"
     with pytest.raises(ValidationFailed) as no_name:
         item_services.import_items(kb=kb, file_name="items.csv", data="别名\nX1\n".encode(), actor=staff_user)
