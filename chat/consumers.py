@@ -22,9 +22,10 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils.translation import gettext as _
 
 from ragsite.api import error_payload
-from ragsite.errors import ValidationFailed
 from ragsite.db import releasing
+from ragsite.errors import ValidationFailed
 from ragsite.executors import CHAT_TURN, pool, run_admitted
+from ragsite.jsontext import InvalidJson, parse_json
 from ragsite.throttles import caller_from_scope
 
 from .access import requester_of
@@ -70,10 +71,20 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         body = {k: v for k, v in content.items() if k != "type"}
         self.turn = asyncio.create_task(self._run_turn(body))
 
-    async def decode_json(self, text_data):
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        if text_data is None:
+            # The base class raises on a binary frame, which closes the socket with a 1011.
+            await self._error(_("消息必须是 JSON 文本。"), code="invalid_json")
+            return
+        await self.receive_json(await self.decode_json(text_data), **kwargs)
+
+    @classmethod
+    async def decode_json(cls, text_data):
+        """The frame as the HTTP entry points read a body (`ragsite.jsontext`); None when it is
+        not such JSON, which `receive_json` answers with an `invalid_json` error event."""
         try:
-            return await super().decode_json(text_data)
-        except ValueError:
+            return parse_json(text_data)
+        except InvalidJson:
             return None
 
     # --- one turn ---------------------------------------------------------------------------

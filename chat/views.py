@@ -9,7 +9,6 @@ message. A client that disconnects cancels the turn.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 
 from django.conf import settings
@@ -34,6 +33,7 @@ from ragsite.authentication import SessionAuthentication
 from ragsite.db import releasing
 from ragsite.errors import ServerBusy
 from ragsite.executors import CHAT_TURN, pool, run_admitted
+from ragsite.jsontext import InvalidJson, parse_json
 from ragsite.openapi import error_responses
 
 from . import selectors, sse
@@ -135,8 +135,8 @@ def _prepare_request(request: HttpRequest):
         refusal = UnsupportedMediaType(request.content_type)
         return _json({"code": refusal.default_code, "detail": str(refusal.detail)}, refusal.status_code)
     try:
-        body = json.loads(raw or b"{}", parse_constant=_not_json)
-    except (ValueError, UnicodeDecodeError):
+        body = parse_json(raw or b"{}")
+    except InvalidJson:
         return _json({"code": "invalid_json", "detail": _("请求体不是合法的 JSON。")}, 400)
     if not isinstance(body, dict):
         return _json({"code": "invalid_json", "detail": _("请求体必须是 JSON 对象。")}, 400)
@@ -151,10 +151,6 @@ def _give_back(prepared) -> None:
     if not isinstance(prepared, JsonResponse):
         prepared[2].release()
 
-
-def _not_json(constant: str):
-    """NaN and Infinity are Python's, not JSON's: refused as /api/chat's parser refuses them."""
-    raise ValueError(f"{constant} is not JSON")
 
 
 async def _ui_message_stream(runner: TurnRunner, preface, slot):

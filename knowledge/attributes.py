@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from django.utils.translation import gettext as _
 
 from ragsite.errors import ValidationFailed
+from ragsite.jsontext import InvalidJson, parse_json
 
 MAX_ATTRIBUTE_KEYS = 50
 MAX_KEY_CHARS = 64
@@ -59,8 +60,8 @@ def clean_attributes(value: object) -> dict[str, AttributeValue]:
     dropped."""
     if isinstance(value, str):
         try:
-            value = json.loads(value) if value.strip() else {}
-        except ValueError as exc:
+            value = parse_json(value) if value.strip() else {}
+        except InvalidJson as exc:
             raise InvalidAttributes(_("元数据必须是 JSON 对象，例如 {\"部门\": \"人力资源部\"}。")) from exc
     if not isinstance(value, Mapping):
         raise InvalidAttributes(_("元数据必须是 JSON 对象，例如 {\"部门\": \"人力资源部\"}。"))
@@ -81,8 +82,9 @@ def _clean_value(key: str, value: object) -> AttributeValue:
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        if not math.isfinite(value):
-            raise InvalidAttributes(_("键“%(key)s”的值必须是有限的数字。") % {"key": key})
+        if not storable_number(value):
+            raise InvalidAttributes(_("键“%(key)s”的值必须是有限的数字，整数的绝对值不超过 2^53−1"
+                                      "（更长的编号请写成文字）。") % {"key": key})
         return value
     if isinstance(value, str):
         return _clean_text(key, value)
@@ -109,6 +111,19 @@ def _clean_text(key: str, text: str) -> str:
         # PostgreSQL's jsonb refuses NUL outright; the others are invisible in every page.
         raise InvalidAttributes(_("键“%(key)s”的值不能包含控制字符。") % {"key": key})
     return text
+
+
+# The largest integer every JSON reader keeps exactly (JavaScript's Number.MAX_SAFE_INTEGER); also
+# within what SQLite binds as an integer and what a float compares without rounding.
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def storable_number(value: int | float) -> bool:
+    """A finite float, or an integer no reader rounds. A JSON integer has no size limit in
+    Python: 1 followed by 400 zeros made `math.isfinite` raise OverflowError (a 500)."""
+    if isinstance(value, int):
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    return math.isfinite(value)
 
 
 def unsafe_text(text: str) -> bool:

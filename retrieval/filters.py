@@ -23,8 +23,6 @@ text never compares with a number.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Sequence
 from datetime import date
@@ -34,9 +32,10 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Substr
 from django.utils.translation import gettext as _
 
-from knowledge.attributes import MAX_LIST_ITEMS, MAX_VALUE_CHARS, key_problem, unsafe_text
+from knowledge.attributes import MAX_LIST_ITEMS, MAX_VALUE_CHARS, key_problem, storable_number, unsafe_text
 from knowledge.models import ChunkItem, Document, TagSource
 from ragsite.errors import ValidationFailed
+from ragsite.jsontext import InvalidJson, parse_json
 
 from .contracts import (
     ATTRIBUTE_FIELD_PREFIX,
@@ -73,8 +72,8 @@ def parse_filters(data: object) -> tuple[MetadataFilter, ...]:
         if not data.strip():
             return ()
         try:
-            data = json.loads(data)
-        except ValueError as exc:
+            data = parse_json(data)
+        except InvalidJson as exc:
             raise InvalidFilter(_("筛选条件必须是 JSON，例如 [{\"field\": \"部门\", \"op\": \"eq\", \"value\": \"人力资源部\"}]。")) from exc
     if isinstance(data, dict):
         data = [data]
@@ -156,8 +155,8 @@ def _scalar(field: str, value: object) -> FilterScalar:
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        if not math.isfinite(value):
-            raise _Problem(_("数字必须是有限的。"))
+        if not storable_number(value):
+            raise _Problem(_("数字必须是有限的，整数的绝对值不超过 2^53−1。"))
         return value
     if isinstance(value, str) and value.strip():
         if len(value) > MAX_VALUE_CHARS:
@@ -184,7 +183,7 @@ def _range(field: str, gte: object, lte: object) -> MetadataFilter:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, int | float) and not isinstance(value, bool) and storable_number(value)
 
 
 def _date(value: object) -> date:

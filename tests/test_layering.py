@@ -11,7 +11,8 @@ sandbox) and `demo` (the demo's content) on nothing; neither imports Django. Ins
 
 and no module of it imports another that imports it back.
 
-`ragsite.errors`, `ragsite.openapi` (the error shape in the schema) and the abuse limits
+`ragsite.errors`, `ragsite.openapi` (the error shape in the schema), `ragsite.jsontext` (the JSON
+decoder of every entry point) and the abuse limits
 (`ragsite.throttles`, `ragsite.limits`, `ragsite.authentication`: Django and DRF only) and the
 connection helpers (`ragsite.db`, Django only) and tracing (`ragsite.telemetry`: Django's settings
 and OpenTelemetry only) are shared ground;
@@ -29,7 +30,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUND = {"ragsite.errors", "ragsite.openapi", "ragsite.throttles", "ragsite.limits", "ragsite.authentication",
-          "ragsite.db", "ragsite.executors", "ragsite.telemetry"}
+          "ragsite.db", "ragsite.executors", "ragsite.telemetry", "ragsite.jsontext"}
 ABOVE_RETRIEVAL = {"chat", "evaluation", "integrations"}
 ALLOWED = {
     "docparse": {"engines"},

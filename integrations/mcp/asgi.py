@@ -44,6 +44,7 @@ PATH = "/mcp/"
 
 AUTHENTICATION_FAILED = gettext_noop("令牌无效或已过期。")  # the API's words (chat.views)
 BAD_HOST = gettext_noop("请求的主机名不被允许。")
+POST_ONLY = gettext_noop("MCP 端点只接受 POST：无状态 JSON 模式不提供事件流。")
 
 
 class McpEndpoint:
@@ -58,6 +59,13 @@ class McpEndpoint:
         host = request.headers.get("Host", "")
         if not _host_allowed(host):
             await JSONResponse({"code": "bad_host", "detail": bilingual(BAD_HOST)}, status_code=400)(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            # Stateless JSON mode offers no server-to-client stream (GET) and no session to end
+            # (DELETE); the SDK would hold a GET open forever, pinging every 15 seconds.
+            response = JSONResponse({"code": "method_not_allowed", "detail": bilingual(POST_ONLY)},
+                                    status_code=405, headers={"Allow": "POST"})
+            await response(scope, receive, send)
             return
         try:
             user = await run_admitted(

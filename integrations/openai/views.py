@@ -13,7 +13,6 @@ JSON answer (`stream` false) is the same turn read to its end.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from ragsite.authentication import SessionAuthentication
 from ragsite.db import releasing
 from ragsite.errors import DomainError, ServerBusy
 from ragsite.executors import CHAT_TURN, pool, run_admitted
+from ragsite.jsontext import InvalidJson, parse_json
 
 from . import errors, selectors, wire
 from .authentication import BearerTokenAuthentication
@@ -167,8 +167,8 @@ def _prepare_request(request: HttpRequest):
             status=415, code="unsupported_media_type", message=_("请求体必须是 JSON（Content-Type: application/json）。"),
         ), 415)
     try:
-        body = json.loads(raw or b"{}", parse_constant=_not_json)
-    except (ValueError, UnicodeDecodeError):
+        body = parse_json(raw or b"{}")
+    except InvalidJson:
         return errors.response(errors.error_body(status=400, code="invalid_json", message=_("请求体不是合法的 JSON。")), 400)
     try:
         completion = parse_completion_request(body)
@@ -185,9 +185,6 @@ def _give_back(prepared) -> None:
     if isinstance(prepared, Prepared):
         prepared.admission.slot.release()
 
-
-def _not_json(constant: str):
-    raise ValueError(f"{constant} is not JSON")
 
 
 async def _answer_whole(runner: TurnRunner, prepared: Prepared) -> JsonResponse:
