@@ -408,12 +408,13 @@ def chat_retrieval_request(kb, question: str):
     """The RetrievalRequest a new chat turn sends for `question` (rules file defaults)."""
     from chat.contracts import ChatOptions
     from chat.pipeline.preparation import RuleFollowUpRewriter, prepare_retrieval
-    from chat.pipeline.rules import load_rules, normalise_question
+    from chat.pipeline.rules import load_rules
+    from engines.lexical import visible_text
     from retrieval.contracts import RetrievalRequest
 
     rules = load_rules()
     prepared, _degradations = prepare_retrieval(
-        question=normalise_question(question), history=(), options=ChatOptions(), rules=rules,
+        question=visible_text(question), history=(), options=ChatOptions(), rules=rules,
         rewriter=RuleFollowUpRewriter(rules),
     )
     plan = prepared.plan

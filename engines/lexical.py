@@ -61,6 +61,14 @@ _UNKNOWN_WEIGHT_FACTOR = 1.1
 _SINGLE_CHAR_FACTOR = 0.5
 
 
+def visible_text(text: str) -> str:
+    """What a reader sees of a text someone typed (a question, a file name): trimmed, with control
+    and format characters removed (a BOM, zero-width spaces: a text of only those is empty).
+    Otherwise kept as typed: rule patterns match full- and half-width punctuation themselves."""
+    cleaned = "".join(ch for ch in (text or "") if ch in "\n\t" or unicodedata.category(ch)[0] != "C")
+    return cleaned.strip()
+
+
 @lru_cache(maxsize=1)
 def segmenter():
     """jieba's tokenizer, its dictionary loaded once (about a second: do it at warm-up, not

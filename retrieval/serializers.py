@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from engines.lexical import visible_text
 from ragsite.errors import Forbidden
 from ragsite.openapi import ChannelErrorOutput
 
@@ -165,6 +166,10 @@ class RetrievalRequestInput(RetrievalOptionsInput):
     )
 
     def validate_question(self, value: str) -> str:
+        # As a chat turn reads it: a BOM or zero-width spaces alone are no question.
+        value = visible_text(value)
+        if not value:
+            raise serializers.ValidationError(_("问题不能为空。"), code="blank")
         most = settings.RAG_MAX_QUESTION_CHARS
         if len(value) > most:
             raise serializers.ValidationError(_("问题过长（最多 %(n)s 个字符）。") % {"n": most}, code="max_length")

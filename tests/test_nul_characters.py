@@ -29,3 +29,12 @@ def test_a_group_name_with_nul_is_no_group(staff_api, engineers_group):
     )
     # then
     assert response.status_code == 400 and "allowed_groups" in response.json()["errors"]
+
+
+def test_a_nul_in_a_text_field_is_refused_in_correct_chinese(staff_api, kb):
+    # when: Django's validator refuses it, with our catalog's words over Django's own Chinese
+    response = staff_api.patch(f"/api/knowledge-bases/{kb.slug}/", {"name": "手册\x00"}, format="json",
+                               HTTP_ACCEPT_LANGUAGE="zh-hans")
+    # then
+    assert response.status_code == 400
+    assert response.json()["errors"]["name"] == ["不能包含空字符（NUL）。"]

@@ -30,6 +30,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
+from engines.lexical import visible_text
 from engines.ports import AsyncChatStream, ChatMessage, ChatModel, ProviderError
 from engines.providers import get_chat_model, web_search_configured
 from knowledge.access import access_knowledge_base, access_knowledge_bases
@@ -98,7 +99,7 @@ from .preparation import (
     prepare_retrieval,
 )
 from .routing import decide_route
-from .rules import Rules, load_rules, normalise_question
+from .rules import Rules, load_rules
 from .state import GenerationReport, TurnState
 
 logger = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ class RAGService:
         """Stage 0: validate and check access, then store the question. Refusals raise before
         anything is stored."""
         received = time.perf_counter()
-        question = normalise_question(query.question)
+        question = visible_text(query.question)
         if not question:
             raise ChatError(_("问题不能为空。"), code="question_empty", http_status=400)
         max_chars = settings.RAG_MAX_QUESTION_CHARS

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -125,13 +124,6 @@ class Rules:
     generation: GenerationRules
     confidence: ConfidenceRules
     items: ItemRules
-
-
-def normalise_question(text: str) -> str:
-    """The question as stored and answered: trimmed, control characters removed (patterns
-    match full- and half-width punctuation themselves, so the user's text is kept as typed)."""
-    cleaned = "".join(ch for ch in (text or "") if ch in "\n\t" or unicodedata.category(ch)[0] != "C")
-    return cleaned.strip()
 
 
 def _patterns(values, where: str) -> tuple[re.Pattern[str], ...]:

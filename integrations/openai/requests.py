@@ -91,7 +91,8 @@ def _flag(body: dict, name: str, *, param: str | None = None) -> bool:
 
 def _refuse_unsupported(body: dict) -> None:
     n = body.get("n")
-    if n is not None and n != 1:
+    # `True == 1` in Python: a boolean is not a count.
+    if n is not None and (isinstance(n, bool) or n != 1):
         raise invalid(_("只支持 n=1：每个问题只生成一个回答。"), param="n", code="unsupported_n")
     for name, code in REFUSED.items():
         if body.get(name) not in (None, [], "none"):

@@ -68,7 +68,7 @@ class KnowledgeBaseOutput(EditorOnlyFields, serializers.ModelSerializer):
             "id", "name", "description", "visibility", "allowed_groups", "editor_groups", "publisher_groups",
             "role", "support_contact", "embedding_model", "embedding_dimension", "text_analysis", "custom_terms",
             "chunk_size_tokens", "chunk_overlap_tokens", "release_max_regression_points", "link_allowed_hosts",
-            "active_version", "created_at", "updated_at",
+            "web_search_enabled", "active_version", "created_at", "updated_at",
         ]
         extra_kwargs = {"custom_terms": {"allow_null": True}}
 
@@ -162,6 +162,11 @@ class KnowledgeBaseUpdateInput(serializers.Serializer):
         child=serializers.CharField(max_length=253), required=False, max_length=200,
         help_text=_("答案中链接保持可点击的域名（如 `docs.example.com`、`*.example.com`），最多 200 个；"
                     "需要发布者角色。"),
+    )
+    # Questions then leave for a search service outside: the publisher's decision, as the audience is.
+    web_search_enabled = serializers.BooleanField(
+        required=False,
+        help_text=_("问答是否同时检索互联网（需在部署中配置搜索服务）；需要发布者角色。"),
     )
 
 

@@ -60,10 +60,10 @@ from .serializers import (
 
 
 # Changing these is the publisher's: who may read, who may change, when publishing is refused,
-# which links readers may follow out of an answer.
+# which links readers may follow out of an answer, whether questions leave for a web search.
 PUBLISHER_SETTINGS = {
     "visibility", "allowed_groups", "editor_groups", "publisher_groups", "release_max_regression_points",
-    "link_allowed_hosts",
+    "link_allowed_hosts", "web_search_enabled",
 }
 
 
@@ -143,8 +143,8 @@ class KnowledgeBaseDetailView(APIView):
         description=gettext_lazy(
             "部分更新，只修改请求体中给出的字段。修改名称、描述、"
             "人工支持联系方式、领域词典需要编辑者角色；修改可见范围、"
-            "各用户组、上线检查阈值（`release_max_regression_points`）"
-            "或答案中可点击链接的域名（`link_allowed_hosts`）需要发布者角色。"
+            "各用户组、上线检查阈值（`release_max_regression_points`）、"
+            "答案中可点击链接的域名（`link_allowed_hosts`）或网络搜索（`web_search_enabled`）需要发布者角色。"
             "新的领域词典立即作用于之后的提问；要让已入库的内容也按新词典分析，"
             "请调用 `POST …/reanalyse/`。"
         ),

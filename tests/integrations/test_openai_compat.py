@@ -219,6 +219,7 @@ def test_a_wrong_token_is_an_authentication_error(chat_kb):
 
 @pytest.mark.parametrize(("extra", "param", "code"), [
     ({"n": 2}, "n", "unsupported_n"),
+    ({"n": True}, "n", "unsupported_n"),  # true == 1 in Python, not a count in JSON
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools", "tools_unsupported"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/a.png"}}]}]},
      "messages[0].content[0]", "unsupported_content"),

@@ -153,6 +153,15 @@ def test_text_type_from_bytes_not_name(staff_api, kb, media_root):
     assert body["document"]["file_type"] == "html"
 
 
+@pytest.mark.parametrize("name", ["   ", "  .md", "\u200b\ufeff.txt"])
+def test_a_file_name_of_only_spaces_gives_a_title_a_reader_can_see(staff_api, kb, media_root, name):
+    # when
+    response = upload(staff_api, kb, SimpleUploadedFile(name, "请假流程：提前三天申请。".encode()))
+    # then: not a title of blanks, which no list or citation could show
+    assert response.status_code == 201, response.content
+    assert response.json()[0]["document"]["title"] == "未命名文档"
+
+
 def test_gb18030_text_is_accepted(staff_api, kb, media_root):
     body = upload(staff_api, kb, SimpleUploadedFile("通知.txt", "请假流程：提前三天申请。".encode("gb18030"))).json()[0]
     assert body["document"]["file_type"] == "txt"

@@ -147,9 +147,11 @@ def test_editors_prepare_drafts_but_only_publishers_publish(kb_with_roles):
         "roles": editor.patch(f"{base}/", {"editor_groups": []}, format="json"),
         "gate": editor.patch(f"{base}/", {"release_max_regression_points": 50}, format="json"),
         "links": editor.patch(f"{base}/", {"link_allowed_hosts": ["evil.example"]}, format="json"),
+        "web search": editor.patch(f"{base}/", {"web_search_enabled": True}, format="json"),
     }
     published = publisher.post(f"{base}/versions/2/activate/", {"reason": "上线"}, format="json")
     opened = publisher.patch(f"{base}/", {"visibility": "public"}, format="json")
+    searching = publisher.patch(f"{base}/", {"web_search_enabled": True}, format="json")
     # then
     assert edited.status_code == 200 and edited.json()["role"] == "editor"
     assert faq.status_code == 201
@@ -159,8 +161,9 @@ def test_editors_prepare_drafts_but_only_publishers_publish(kb_with_roles):
         assert response.json()["code"] == "publisher_required", action
     assert published.status_code == 200 and published.json()["to_version"] == 2
     assert opened.status_code == 200 and opened.json()["visibility"] == "public"
+    assert searching.status_code == 200 and searching.json()["web_search_enabled"] is True
     kb.refresh_from_db()
-    assert kb.active_version.number == 2 and kb.visibility == "public"
+    assert kb.active_version.number == 2 and kb.visibility == "public" and kb.web_search_enabled
 
 
 def test_readers_do_not_see_drafts_notes_fingerprints_or_failures(kb_with_roles, member_user):

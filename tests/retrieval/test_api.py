@@ -139,6 +139,7 @@ def test_kb_without_active_version_returns_empty_with_reason(member_api, milvus)
 
 INVALID = [
     ({"question": ""}, "question"),
+    ({"question": "\ufeff\u200b\u200d"}, "question"),  # a BOM and zero-width characters: nothing to read
     ({"question": "问" * 2001}, "question"),
     ({"top_k": 0}, "top_k"),
     ({"top_k": 51}, "top_k"),
