@@ -85,6 +85,17 @@ class Slow:
 
 
 @dataclass(frozen=True)
+class Held:
+    """Answer nothing until the test sets `released` (or the server stops), then behave as
+    `then`: a fault injected while the product waits on this call lands in that wait however
+    slow the machine is, where a fixed delay races it."""
+
+    released: threading.Event
+    then: Any = None
+    most: float = 60.0  # seconds: a test that forgets to release does not hang the suite
+
+
+@dataclass(frozen=True)
 class RerankResults:
     """These results (list of {"index", "relevance_score"}), wrapped in the route's format."""
 
@@ -307,6 +318,12 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(behaviour, Slow):
             if self.fake.stopping.wait(behaviour.seconds):
                 return
+            behaviour = behaviour.then
+        if isinstance(behaviour, Held):
+            deadline = time.monotonic() + behaviour.most
+            while not behaviour.released.wait(0.05):
+                if self.fake.stopping.is_set() or time.monotonic() > deadline:
+                    return
             behaviour = behaviour.then
         if isinstance(behaviour, Reply):
             payload = behaviour.raw

@@ -15,7 +15,7 @@ import pytest
 from chat.models import ChatEvidence, Message, MessageStatus, QueryTrace, TraceStatus
 from knowledge.models import DocumentStatus, KnowledgeBaseVersion, VersionStatus
 from tests.chat.conftest import RAG_QUESTION
-from tests.fakes.provider_server import Reply, Slow
+from tests.fakes.provider_server import Held, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,20 +74,24 @@ def test_killed_between_requests_every_mode_fails_with_a_coded_503_then_serves_a
 def test_killed_during_a_retrieval_the_request_ends_in_the_coded_error(
     killable_kb, killable_milvus, openai_provider, member_api
 ):
-    # given: the query rewrite (before recall, an option of signed-in users) takes a moment, long enough to kill Milvus in
+    # given: the query rewrite (before recall, an option of signed-in users) is held until Milvus is killed
     rewrite = {"choices": [{"index": 0, "finish_reason": "stop",
                             "message": {"role": "assistant", "content": '{"rewrite": "星河X3 路由器的保修期有多长？"}'}}]}
-    openai_provider.enqueue("openai.chat", Slow(1.5, then=Reply(json_body=rewrite)))
+    released = threading.Event()
+    openai_provider.enqueue("openai.chat", Held(released, then=Reply(json_body=rewrite)))
     responses = []
     request = threading.Thread(target=lambda: responses.append(
         explain(member_api, killable_kb, RAG_QUESTION, mode="hybrid", enable_query_rewrite=True)
     ))
 
-    # when: Milvus dies while the request waits for the rewrite
+    # when: Milvus dies while the request waits for the rewrite (held until then)
     request.start()
-    assert _eventually(lambda: openai_provider.requests("openai.chat") or responses), "the rewrite was never asked"
-    assert not responses, responses[0].content
-    killable_milvus.kill()
+    try:
+        assert _eventually(lambda: openai_provider.requests("openai.chat") or responses), "the rewrite was never asked"
+        assert not responses, responses[0].content
+        killable_milvus.kill()
+    finally:
+        released.set()
     request.join(timeout=60)
 
     # then
@@ -140,10 +144,11 @@ def test_chat_turn_with_milvus_gone_is_a_coded_failed_turn_then_the_next_is_answ
 def test_chat_turn_with_milvus_killed_mid_turn_stores_no_evidence(
     killable_kb, killable_milvus, openai_provider, member_api
 ):
-    # given: the turn's document retrieval waits for a slow rewrite (after the FAQ search)
+    # given: the turn's document retrieval waits for a rewrite (after the FAQ search)
     rewrite = {"choices": [{"index": 0, "finish_reason": "stop",
                             "message": {"role": "assistant", "content": '{"rewrite": "星河X3 路由器的保修期有多长？"}'}}]}
-    openai_provider.enqueue("openai.chat", Slow(1.5, then=Reply(json_body=rewrite)))
+    released = threading.Event()
+    openai_provider.enqueue("openai.chat", Held(released, then=Reply(json_body=rewrite)))
     responses = []
     turn = threading.Thread(target=lambda: responses.append(member_api.post(
         "/api/chat",
@@ -151,11 +156,14 @@ def test_chat_turn_with_milvus_killed_mid_turn_stores_no_evidence(
         format="json",
     )))
 
-    # when
+    # when: Milvus dies while the turn waits for the rewrite (held until then)
     turn.start()
-    assert _eventually(lambda: openai_provider.requests("openai.chat") or responses), "the rewrite was never asked"
-    assert not responses, responses[0].content
-    killable_milvus.kill()
+    try:
+        assert _eventually(lambda: openai_provider.requests("openai.chat") or responses), "the rewrite was never asked"
+        assert not responses, responses[0].content
+        killable_milvus.kill()
+    finally:
+        released.set()
     turn.join(timeout=60)
 
     # then

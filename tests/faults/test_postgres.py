@@ -16,7 +16,7 @@ from django.db import connection, connections
 
 from chat.models import ChatEvidence, Message, MessageStatus, QueryTrace, TraceStatus
 from tests.chat.conftest import RAG_QUESTION
-from tests.fakes.provider_server import Reply, Slow
+from tests.fakes.provider_server import Held, Reply
 from tests.live import eventually
 
 pytestmark = [
@@ -66,15 +66,20 @@ def in_thread(call):
 def test_connection_dropped_during_retrieval_is_a_coded_503_and_the_next_request_is_served(
     faults_kb, openai_provider, member_api, admin_connection
 ):
-    # given: retrieval waits for a slow rewrite between reading the READY facts and the chunks
-    openai_provider.enqueue("openai.chat", Slow(1.5, then=Reply(json_body=REWRITE)))
+    # given: retrieval waits for a rewrite, held until the test lets it go, between reading the
+    # READY facts and the chunks
+    released = threading.Event()
+    openai_provider.enqueue("openai.chat", Held(released, then=Reply(json_body=REWRITE)))
     body = {"knowledge_base_id": faults_kb.slug, "question": RAG_QUESTION, "enable_query_rewrite": True}
     thread, results = in_thread(lambda: member_api.post("/api/retrieval/explain", body, format="json"))
 
     # when: the request's connection is terminated meanwhile
-    assert eventually(lambda: openai_provider.requests("openai.chat") or results), "no rewrite asked"
-    assert not results, results[0].content
-    assert terminate_others(admin_connection) >= 1
+    try:
+        assert eventually(lambda: openai_provider.requests("openai.chat") or results), "no rewrite asked"
+        assert not results, results[0].content
+        assert terminate_others(admin_connection) >= 1
+    finally:
+        released.set()
     thread.join(timeout=60)
 
     # then

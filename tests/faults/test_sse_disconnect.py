@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from urllib.parse import urlsplit
 
 import httpx
@@ -26,7 +27,7 @@ from tests.chat.conftest import (
     session_cookie_for,
     text_of,
 )
-from tests.fakes.provider_server import Answer, Reply, Slow
+from tests.fakes.provider_server import Answer, Held, Reply
 from tests.live import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -67,7 +68,8 @@ def assert_next_question_is_answered(base_url, kb):
 
 def test_hanging_up_before_data_retrieval_cancels_the_turn(faults_kb, openai_provider, member_user):
     # given: a signed-in client (rewrite is theirs to ask for) and a slow rewrite during retrieval
-    openai_provider.enqueue("openai.chat", Slow(2.0, then=Reply(json_body=REWRITE)))
+    released = threading.Event()  # the rewrite is answered only after the client has hung up
+    openai_provider.enqueue("openai.chat", Held(released, then=Reply(json_body=REWRITE)))
     csrf_cookie, csrf_header = csrf_pair()
     cookies = {**session_cookie_for(member_user), **csrf_cookie}
     payload = json.dumps(body(faults_kb, enable_query_rewrite=True)).encode()
@@ -85,6 +87,7 @@ def test_hanging_up_before_data_retrieval_cancels_the_turn(faults_kb, openai_pro
             client.settimeout(0.2)
             with pytest.raises(TimeoutError):
                 client.recv(1)
+        released.set()
 
         # then
         trace = cancelled_trace()

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
+from django.db import connection  # noqa: F401  (read by the skipif condition below)
 
 from knowledge.documents import services as document_services
 from knowledge.documents.consistency import check_knowledge_base
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBaseVersion, VersionStatus
 from tests.conftest import make_kb
+from tests.live import database_url
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -50,11 +51,10 @@ def test_a_worker_killed_mid_document_loses_nothing(milvus, media_root, database
         kb=kb, actor=None,
         files=[SimpleUploadedFile(f"制度{n}.txt", long_text(n).encode()) for n in range(DOCUMENTS)],
     )
-    db = connection.settings_dict
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "RAG_", "MILVUS_", "DATABASE_URL"))},
         "DJANGO_SETTINGS_MODULE": "ragsite.settings.local",
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DATABASE_URL": database_url(),
         "RAGSITE_VAR_DIR": str(tmp_path / "var"), "MEDIA_ROOT": str(media_root),
         "MILVUS_URI": settings.MILVUS_URI, "MILVUS_COLLECTION_PREFIX": settings.MILVUS_COLLECTION_PREFIX,
         "RAG_EMBEDDING_MODEL": kb.embedding_model, "RAG_EMBEDDING_DIMENSION": str(kb.embedding_dimension),

@@ -25,7 +25,6 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -46,7 +45,7 @@ from tests.chat.conftest import (
 from tests.conftest import make_kb
 from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.fakes.provider_server import Answer, Fail
-from tests.live import eventually
+from tests.live import database_url, eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -243,12 +242,11 @@ def test_an_ingestion_batch_is_a_trace_of_its_stages(milvus, media_root, databas
     text = "# 差旅制度\n\n一线城市住宿标准为每晚 600 元，其他城市每晚 400 元。\n\n报销需在返回后三十日内提交。"
     document_services.upload_documents(kb=kb, actor=None, files=[SimpleUploadedFile("差旅制度.md", text.encode())])
     document = Document.objects.get(knowledge_base=kb)
-    db = connection.settings_dict
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "RAG_", "MILVUS_", "DATABASE_URL",
                                                                     "OTEL_"))},
         "DJANGO_SETTINGS_MODULE": "ragsite.settings.local",
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DATABASE_URL": database_url(),
         "RAGSITE_VAR_DIR": str(tmp_path / "var"), "MEDIA_ROOT": str(media_root),
         "MILVUS_URI": settings.MILVUS_URI, "MILVUS_COLLECTION_PREFIX": settings.MILVUS_COLLECTION_PREFIX,
         "RAG_EMBEDDING_MODEL": kb.embedding_model, "RAG_EMBEDDING_DIMENSION": str(kb.embedding_dimension),
