@@ -3,8 +3,8 @@
 The dataset (the `../shared/eval/*` layout with reference answers, e.g. cmrc2018_dev) is loaded
 as a knowledge base through the same path as `evaluate_retrieval --build`. Each question is
 retrieved through the real RetrievalService (hybrid, top-k, Small2Big parent expansion), the
-results are written into the chat prompt format documented on
-`engines.providers.local.parse_knowledge_prompt` and `ExtractiveChatModel().complete()` answers.
+results are written in the request notation (`chat.answering.notation`) and the extractive
+answerer (`chat.answering.extractive`) answers each.
 
 Answerable metrics (citation markers stripped, whitespace ignored):
   containment   any reference answer inside the answer text
@@ -18,10 +18,11 @@ questions (qrels), and the same questions are asked against it. The model should
 share of cited answers is reported, split by whether the retrieved context happens to contain a
 reference answer anyway (other passages of the same article can).
 
-The same prompts also go to a baseline model: `ExtractiveChatModel` loaded from
-`engines/providers/local.py` at a git revision (`--baseline REF`, default HEAD; `none` skips it),
-so every run shows the delta against the committed version (18eb48e is the last one with the
-model that listed up to five sentences in context order).
+The same cases also go to a baseline: the extractive answerer at a git revision (`--baseline REF`,
+default HEAD; `none` skips it), run in a worktree of its own, or for a revision before the answerer
+port `ExtractiveChatModel` of its engines/providers/local.py. Every run shows the delta against
+the committed version (18eb48e is the last one with the model that listed up to five sentences in
+context order).
 
 `--save-prompts FILE` keeps the retrieved prompts; `--load-prompts FILE` re-scores models on them
 in seconds, without Django, Milvus or a knowledge base build.
@@ -144,23 +145,78 @@ def score_unanswerable(cases: list[Case], answers: list[str]) -> dict:
 # --- models -------------------------------------------------------------------------------------
 
 
+class CurrentAnswerer:
+    """The working tree's extractive answerer, reading each saved case's notation."""
+
+    def answers(self, prompts: list[str]) -> list[str]:
+        from chat.answering.extractive import ExtractiveAnswerer
+        from chat.answering.notation import parse
+
+        answerer = ExtractiveAnswerer()
+        return [answerer.answer(parse(prompt)) for prompt in prompts]
+
+
+class PromptModelBaseline:
+    """A revision before the answerer port: `ExtractiveChatModel` of engines/providers/local.py,
+    which read the same notation as its prompt."""
+
+    def __init__(self, ref: str) -> None:
+        source = _show(ref, "engines/providers/local.py")
+        path = Path(tempfile.mkdtemp(prefix="ragsite-baseline-")) / "local_baseline.py"
+        path.write_text(source, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location("engines.providers._local_baseline", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        self.model = module.ExtractiveChatModel()
+
+    def answers(self, prompts: list[str]) -> list[str]:
+        return [self.model.complete(messages_for(prompt)) for prompt in prompts]
+
+
+class WorktreeBaseline:
+    """A revision with the answerer port: its own tree, checked out apart and run in a process of
+    its own (its modules share our names)."""
+
+    SCRIPT = (
+        "import json, sys\n"
+        "from chat.answering.extractive import ExtractiveAnswerer\n"
+        "from chat.answering.notation import parse\n"
+        "answerer = ExtractiveAnswerer()\n"
+        "print(json.dumps([answerer.answer(parse(p)) for p in json.load(sys.stdin)], ensure_ascii=False))\n"
+    )
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+
+    def answers(self, prompts: list[str]) -> list[str]:
+        tree = Path(tempfile.mkdtemp(prefix="ragsite-baseline-")) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), self.ref], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            done = subprocess.run([sys.executable, "-c", self.SCRIPT], cwd=tree, input=json.dumps(prompts),
+                                  capture_output=True, text=True, check=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+        return json.loads(done.stdout)
+
+
 def load_baseline(ref: str):
-    """ExtractiveChatModel class from engines/providers/local.py at git revision `ref`."""
-    source = subprocess.run(
-        ["git", "show", f"{ref}:engines/providers/local.py"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    path = Path(tempfile.mkdtemp(prefix="ragsite-baseline-")) / "local_baseline.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("engines.providers._local_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.ExtractiveChatModel
+    """The extractive answerer at git revision `ref`, whichever shape it had then."""
+    if subprocess.run(["git", "cat-file", "-e", f"{ref}:chat/answering/extractive/composer.py"], cwd=ROOT,
+                      capture_output=True).returncode == 0:
+        return WorktreeBaseline(ref)
+    return PromptModelBaseline(ref)
+
+
+def _show(ref: str, path: str) -> str:
+    return subprocess.run(["git", "show", f"{ref}:{path}"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
 
 
 def run_model(model, cases: list[Case]) -> tuple[list[str], float]:
     started = time.perf_counter()
-    answers = [model.complete(messages_for(c.prompt)) for c in cases]
+    answers = model.answers([c.prompt for c in cases])
     return answers, (time.perf_counter() - started) * 1000 / (len(cases) or 1)
 
 
@@ -283,7 +339,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N queries")
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--unanswerable", type=int, default=100, help="questions asked without their gold passage (0: skip)")
-    parser.add_argument("--baseline", default="HEAD", help="git revision of engines/providers/local.py to compare with, or 'none'")
+    parser.add_argument("--baseline", default="HEAD", help="git revision whose extractive answerer to compare with, or 'none'")
     parser.add_argument("--save-prompts", help="write the retrieved prompts to this JSON file")
     parser.add_argument("--load-prompts", help="reuse prompts from --save-prompts (no Django, no KB build)")
     parser.add_argument("--show-failures", type=int, default=0, help="print N answerable cases the new model misses")
@@ -305,15 +361,12 @@ def main() -> None:
         answerable = [Case(**c) for c in collected["answerable"]]
         unanswerable = [Case(**c) for c in collected["unanswerable"]]
 
-        from engines.providers.local import ExtractiveChatModel
-
-        models = {"current": ExtractiveChatModel}
+        models = {"current": CurrentAnswerer()}
         if args.baseline.lower() != "none":
             models[f"baseline@{args.baseline}"] = load_baseline(args.baseline)
         runs = {}
         outputs = {}
-        for name, cls in models.items():
-            model = cls()
+        for name, model in models.items():
             answers, ms = run_model(model, answerable)
             refusals, _ = run_model(model, unanswerable)
             outputs[name] = answers

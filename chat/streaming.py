@@ -10,7 +10,7 @@ asyncio queue:
    evidence) in a worker of the bounded `chat-turn` pool: no ORM, gRPC or embedding call ever
    blocks the loop. A turn that finds every worker busy waits at most
    RAG_CHAT_QUEUE_TIMEOUT_SECONDS for one, then ends with 503 `server_busy` as well.
-2. The model's answer: a remote model (`AsyncChatStream`) streams on the loop itself, so the
+2. The model's answer: a remote model (`AsyncAnswerer`) streams on the loop itself, so the
    seconds a model takes to write cost no thread and a process holds as many answers as its
    sockets allow; the local extractive model, which computes rather than waits, runs in the
    same worker as step 1.
@@ -36,9 +36,9 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import translation
 
-from engines.ports import AsyncChatStream
 from ragsite.executors import CHAT_TURN, Gate, pool, run_admitted
 
+from .answering.ports import AsyncAnswerer
 from .contracts import ChatQuery, Requester, TurnCancelled
 from .pipeline.events import Delta, Event, Evidence
 from .pipeline.rag import PendingAnswer, RAGService
@@ -176,7 +176,7 @@ class TurnRunner:
         turn = self.service.open(query=self.query, requester=self.requester, cancel=self.cancelled)
         with self._failures(turn):
             pending = self._forward(self.service.prepare(turn))
-            if pending is None or isinstance(pending.model, AsyncChatStream):
+            if pending is None or isinstance(pending.answerer, AsyncAnswerer):
                 return pending
             self._forward(self.service.stream(pending))
             self._forward(self.service.conclude(pending))

@@ -31,7 +31,7 @@ from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
 from engines.lexical import visible_text
-from engines.ports import AsyncChatStream, ChatMessage, ChatModel, ProviderError
+from engines.ports import ChatModel, ProviderError
 from engines.providers import get_chat_model, web_search_configured
 from knowledge.access import access_knowledge_base, access_knowledge_bases
 from knowledge.models import KnowledgeBase
@@ -44,6 +44,9 @@ from retrieval.factory import build_scope_faqs, build_scope_retrieval
 from retrieval.federation import DocumentSearch, FaqSearch
 
 from .. import selectors, services
+from ..answering.factory import answerer_for
+from ..answering.ports import Answerer, AsyncAnswerer
+from ..answering.request import AnswerRequest
 from ..access import access_conversation
 from ..contracts import (
     AnswerConfidence,
@@ -74,10 +77,9 @@ from .confidence import (
 from .context import (
     ContextSelection,
     contact_tail,
+    answer_request,
     decline_answer,
     select_context,
-    system_prompt,
-    user_prompt,
 )
 from .events import Delta, Event, Evidence, Finished, Started, Status
 from .faq import search_faq
@@ -117,11 +119,14 @@ class RAGService:
         faqs: Callable[[Sequence[KnowledgeBase]], FaqSearch] = build_scope_faqs,
         chat_model: Callable[[], ChatModel] = get_chat_model,
         rules: Callable[[], Rules] = load_rules,
+        # The answerer for the chat model: the model itself when it writes, else the offline one.
+        answerer: Callable[[ChatModel], Answerer] = answerer_for,
     ) -> None:
         self._retrieval = retrieval
         self._faqs = faqs
         self._chat_model = chat_model
         self._rules = rules
+        self._answerer = answerer
 
     # --- entry point ------------------------------------------------------------------------
 
@@ -208,8 +213,8 @@ class RAGService:
         """Stage 6, the model's answer read in this thread."""
         turn = pending.turn
         with turn.stage("llm_generation"):
-            deltas = pending.model.stream(pending.messages, max_tokens=pending.max_tokens,
-                                          temperature=pending.temperature)
+            deltas = pending.answerer.stream(pending.request, max_tokens=pending.max_tokens,
+                                             temperature=pending.temperature)
             try:
                 for piece in filtered_stream(deltas, pending.answer_filter):
                     yield self._delivered(turn, piece)
@@ -219,14 +224,14 @@ class RAGService:
                     close()
 
     async def astream(self, pending: PendingAnswer) -> AsyncIterator[Event]:
-        """Stage 6 on the event loop, for a model that streams there (`AsyncChatStream`): the
+        """Stage 6 on the event loop, for an answerer that streams there (`AsyncAnswerer`): the
         same filter and bookkeeping as `stream`, no thread held while the model writes."""
         turn = pending.turn
-        model = pending.model
-        assert isinstance(model, AsyncChatStream)
+        answerer = pending.answerer
+        assert isinstance(answerer, AsyncAnswerer)
         with turn.stage("llm_generation"):
-            deltas = model.astream(pending.messages, max_tokens=pending.max_tokens,
-                                   temperature=pending.temperature)
+            deltas = answerer.astream(pending.request, max_tokens=pending.max_tokens,
+                                      temperature=pending.temperature)
             pieces = afiltered_stream(deltas, pending.answer_filter)
             try:
                 async for piece in pieces:
@@ -388,13 +393,13 @@ class RAGService:
                                            intent=prepared.intent,
                                            citations=(), top_score=selection.top_score)
             return None
-        model = self._model()
-        turn.model_name = model.name
+        answerer = self._answerer(self._model())
+        turn.model_name = answerer.name
         return (yield from self._begin_generation(turn, prepared=prepared, selection=selection,
-                                                  citations=citations, model=model, rules=rules))
+                                                  citations=citations, answerer=answerer, rules=rules))
 
     def _begin_generation(self, turn: TurnState, *, prepared: Preparation, selection: ContextSelection,
-                          citations: tuple[Citation, ...], model: ChatModel,
+                          citations: tuple[Citation, ...], answerer: Answerer,
                           rules: Rules) -> Generator[Event, None, PendingAnswer]:
         evidence_confidence = calculate_evidence_confidence(
             hit_type=HitType.RAG, retrieval_top_score=selection.top_score, context_count=len(selection.items),
@@ -404,11 +409,8 @@ class RAGService:
         yield self._evidence(turn, hit_type=HitType.RAG, citations=citations)
         yield Status("generation", _("正在生成回答..."))
 
-        messages = [
-            ChatMessage("system", system_prompt(turn.kb)),
-            ChatMessage("user", user_prompt(question=prepared.rewritten_query, items=selection.items,
-                                            history=prepared.history)),
-        ]
+        request = answer_request(question=prepared.rewritten_query, selection=selection,
+                                 history=prepared.history, kb=turn.kb)
         answer_filter = AnswerFilter(
             valid_numbers={c.number for c in citations},
             asset_ids={asset.id for item in selection.items if item.result for asset in item.result.assets},
@@ -417,7 +419,7 @@ class RAGService:
         # Everything the answer needs is read; the evidence is stored on a fresh connection.
         release_connection()
         return PendingAnswer(
-            turn=turn, model=model, messages=tuple(messages), max_tokens=rules.generation.max_tokens,
+            turn=turn, answerer=answerer, request=request, max_tokens=rules.generation.max_tokens,
             temperature=rules.generation.temperature, answer_filter=answer_filter, prepared=prepared,
             selection=selection, citations=citations, evidence_confidence=evidence_confidence,
         )
@@ -468,7 +470,7 @@ class RAGService:
         confidence = combine_answer_confidence(pending.evidence_confidence, verification, features=features,
                                                rules=rules.confidence)
         turn.generation = GenerationReport(
-            model=pending.model.name,
+            model=pending.answerer.name,
             removed_citations=tuple(answer_filter.removed_citations),
             blocked_images=answer_filter.blocked_images,
             links_shown_as_text=answer_filter.shown_links,
@@ -636,8 +638,8 @@ class PendingAnswer:
     `conclude` need, read before the connection was given back."""
 
     turn: TurnState
-    model: ChatModel
-    messages: tuple[ChatMessage, ...]
+    answerer: Answerer
+    request: AnswerRequest
     max_tokens: int
     temperature: float
     answer_filter: AnswerFilter

@@ -47,11 +47,11 @@ from engines.providers.e5 import ENGINE_MODULE as E5_ENGINE_MODULE
 from engines.websearch import DEFAULT_RESULT_COUNT, DEFAULT_TIMEOUT_SECONDS, WebSearchConfig
 from engines.providers.local import (
     LOCAL_EMBEDDING_MODEL,
-    ExtractiveChatModel,
     IdentityRewriter,
     LocalCaptioner,
     LocalHashingEmbedder,
     LocalLexicalReranker,
+    OfflineChatModel,
 )
 
 PROVIDERS = ("local", "dashscope", "openai")
@@ -238,14 +238,8 @@ def get_rewriter() -> QueryRewriter:
 def get_chat_model() -> ChatModel:
     provider = _provider()
     if provider == "local":
-        # The composer falls back on meaning with the default embedder when it is calibrated
-        # (its sentences are compared with the question only, never with an index).
-        try:
-            meaning: Embedder | None = get_embedder()
-        except ImproperlyConfigured:
-            meaning = None
-        name = meaning.model if meaning is not None else None
-        return _cached(("chat", "local", name), lambda: ExtractiveChatModel(meaning=meaning))
+        # No model that writes: answers come from the chat app's extractive answerer.
+        return _cached(("chat", "local"), OfflineChatModel)
     return _remote_backend("chat", provider, "RAG_CHAT_MODEL")
 
 

@@ -6,8 +6,10 @@ import pytest
 from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from chat.answering.extractive import ExtractiveAnswerer
+from chat.answering.request import AnswerRequest
+from chat.pipeline.rag import RAGService
 from engines.ports import ChatMessage, ProviderUnavailable
-from engines.providers.local import ExtractiveChatModel
 from knowledge import epochs
 from knowledge.catalog import services as catalog_services
 from knowledge.documents import services as document_services
@@ -66,22 +68,18 @@ def handbook_kb(milvus, run_tasks, media_root, staff_user):
     return kb
 
 
-class RecordingModel:
-    """The real extractive model, recording every call (so a test can prove none happened)."""
+class RecordingAnswerer:
+    """The real extractive answerer, recording every request (so a test can prove none happened)."""
 
     name = "recording-extractive"
-    generative = False
 
     def __init__(self) -> None:
-        self.calls: list[list[ChatMessage]] = []
-        self.inner = ExtractiveChatModel()
+        self.calls: list[AnswerRequest] = []
+        self.inner = ExtractiveAnswerer()
 
-    def stream(self, messages, *, max_tokens=1024, temperature=0.2):
-        self.calls.append(list(messages))
-        return self.inner.stream(messages, max_tokens=max_tokens, temperature=temperature)
-
-    def complete(self, messages, *, max_tokens=1024, temperature=0.2):
-        return "".join(self.stream(messages, max_tokens=max_tokens, temperature=temperature))
+    def stream(self, request, *, max_tokens=1024, temperature=0.2):
+        self.calls.append(request)
+        return self.inner.stream(request, max_tokens=max_tokens, temperature=temperature)
 
 
 class ScriptedModel:
@@ -116,4 +114,13 @@ class ScriptedModel:
 
 @pytest.fixture
 def recording_model():
-    return RecordingModel()
+    """The pipeline's answerer, recording: pass it as `model` to the tests' `service` helpers."""
+    return RecordingAnswerer()
+
+
+def service_for(model) -> RAGService:
+    """The pipeline answering with `model`: a recording answerer as it is, a chat model through
+    the answerer the deployment would build for it."""
+    if isinstance(model, RecordingAnswerer):
+        return RAGService(answerer=lambda _chat_model: model)
+    return RAGService(chat_model=lambda: model)

@@ -23,7 +23,7 @@ from django.db import connection
 from chat.contracts import ChatQuery, HitType, Requester
 from chat.models import ChatEvidence, QueryTrace
 from chat.pipeline.events import Finished
-from chat.pipeline.rag import RAGService
+from tests.chat.pipeline.conftest import service_for
 
 ON_POSTGRES = django_settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 pytestmark = [
@@ -93,7 +93,7 @@ def backends() -> int:
 
 
 def answer(kb, model, *, question: str = QUESTION, conversation_id=None) -> Finished:
-    events = RAGService(chat_model=lambda: model).run(
+    events = service_for(model).run(
         query=ChatQuery(knowledge_base_id=kb.slug, question=question, conversation_id=conversation_id),
         requester=Requester(AnonymousUser(), session_key="pool"),
     )

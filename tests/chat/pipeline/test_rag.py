@@ -10,7 +10,7 @@ from django.utils import translation
 
 from chat.contracts import ChatQuery, ConfidenceLevel, GenerationFailed, Requester, TurnCancelled, VerificationStatus
 from chat.models import ChatEvidence, Conversation, Message, QueryTrace
-from chat.pipeline.context import system_prompt
+from chat.answering.model import system_prompt
 from chat.pipeline.events import Delta, Evidence, Finished, Started, Status
 from chat.pipeline.rag import RAGService
 from chat.selectors import conversation_messages
@@ -19,13 +19,13 @@ from ragsite.errors import NotFound
 
 from tests.conftest import make_kb
 
-from .conftest import ScriptedModel, publish
+from .conftest import ScriptedModel, publish, service_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def service(model) -> RAGService:
-    return RAGService(chat_model=lambda: model)
+    return service_for(model)
 
 
 def ask(kb, question, *, model, requester=None, conversation_id=None):
@@ -288,7 +288,7 @@ def test_injected_instructions_change_neither_the_prompt_nor_the_citations(milvu
     _, result = ask(kb, "年假有几天？", model=model, requester=Requester(staff_user))
     # then: the system prompt is ours, unchanged; the context holds the text as data only
     system, user = model.calls[0]
-    assert system.content == system_prompt(kb)
+    assert system.content == system_prompt(kb_name=kb.name, contact=kb.support_contact or "知识库管理员")
     assert "[来源 9]" not in user.content and "asset://99999" not in user.content
     # and the answer cites only real sources and shows no foreign image
     assert [c.number for c in result.citations] == [1]

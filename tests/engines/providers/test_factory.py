@@ -22,11 +22,11 @@ from engines.providers.dashscope import (
     DashScopeRewriter,
 )
 from engines.providers.local import (
-    ExtractiveChatModel,
     IdentityRewriter,
     LocalCaptioner,
     LocalHashingEmbedder,
     LocalLexicalReranker,
+    OfflineChatModel,
 )
 from engines.providers.openai_compat import OpenAIChatModel, OpenAIEmbedder, OpenAIRewriter
 
@@ -63,7 +63,7 @@ def test_local_provider_gives_the_offline_adapters(settings):
     assert isinstance(get_embedder(), LocalHashingEmbedder)
     assert get_reranker() is None  # no offline reranker helps; rerank is a traced no-op
     assert isinstance(get_rewriter(), IdentityRewriter)
-    assert isinstance(get_chat_model(), ExtractiveChatModel)
+    assert isinstance(get_chat_model(), OfflineChatModel)
     assert isinstance(get_captioner(), LocalCaptioner)
 
 
