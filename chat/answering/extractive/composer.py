@@ -11,7 +11,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 
@@ -19,24 +18,26 @@ from engines.glossary import is_foreign, rendering
 from engines.lexical import (
     CJK_CHARS,
     FUNCTION_WORDS,
-    GLUE_CHARS,
-    IMPLIED_MEASURES,
-    QUANTITY,
-    asks_for,
     content_terms,
     coverage,
-    is_question_word,
     mention_share,
     model_codes,
-    segmenter,
-    unglued_words,
 )
 from engines.ports import Embedder, ProviderError
-from engines.providers.local import BOUNDS, cjk_bigrams, lexical_features, normalise, unit_features
+from engines.providers.local import lexical_features, normalise, unit_features
 from engines.synonyms import synonyms
 from engines.tokens import count_tokens
 
 from ..request import AnswerRequest, AnswerSource
+from .question import (
+    ANSWER_SHAPES,
+    IMAGE_QUESTION,
+    key_words,
+    question_terms as terms_of_question,
+    term_weights,
+    wanted_shapes,
+)
+from .tuning import TUNING
 from .candidates import Asset, SourceParts, Table, Unit, source_parts, squash
 
 logger = logging.getLogger(__name__)
@@ -47,67 +48,7 @@ _WORD_CHAR = re.compile(r"\w")
 # Streamed whole: a citation marker, an image line.
 _WHOLE = re.compile(r"\[来源 \d+\]\(citation://\d+\)|^!\[[^\]\n]*\]\(asset://\d+\)$", re.M)
 
-# Questions about a picture: the answer then shows the cited source's image as well.
-# "图" alone counts (示意图, 截图, 位置图, 图中…) except in words that are no picture.
-_IMAGE_QUESTION = re.compile(
-    r"图片|照片|相片|截屏|二维码|外观|外形|长什么样|长啥样|样子|模样|logo|示意图"
-    r"|(?<![试意企宏蓝版])图(?![书谋灵])",
-    re.I,
-)
 
-# What a question asks for, and what a sentence holding that kind of answer contains.
-_QUESTION_SHAPES = {
-    "number": re.compile(
-        r"多少|几[个位名种类项条件次回场届年月日号天周岁分秒点只头家所座部本首句层间台辆]|"
-        r"多[大长高远重久宽深厚快]|哪一?[年月天日]|何年|何时|什么时[候间]|年份|日期|时间|年龄|岁数|"
-        r"人口|面积|价格|费用|金额|比分|排名"
-    ),
-    "reason": re.compile(r"为什么|为何|原因|何故|怎么会|why", re.I),
-    "place": re.compile(r"哪里|哪儿|在哪|何处|何地|什么地方|位置|地点|地址|where", re.I),
-    "money": re.compile(r"多少钱|价格|价钱|售价|报价|费用|收费|花费|成本|price|cost", re.I),
-    "color": re.compile(r"什么颜色|哪种颜色|颜色|什么色|colou?r", re.I),
-}
-_ANSWER_SHAPES = {
-    "number": QUANTITY,
-    "reason": re.compile(r"因为|由于|因此|所以|原因|导致|为了|因而|以致|因"),
-    "place": re.compile(r"位于|坐落|座落|地处|地址|[省市县区镇乡村路街道巷楼层室]"),
-    "money": re.compile(r"\d\s*(?:元|块|万|亿|美元|港元|欧元|日元)|[¥￥$€£]\s*\d|RMB|CNY|USD", re.I),
-    "color": re.compile(r"[红橙黄绿青蓝紫白黑灰银金粉棕褐]色|[红橙黄绿蓝紫白黑灰]灯"),
-}
-_SHAPE_BONUS = 1.1
-_SHAPE_MISS = {"number": 0.8, "money": 0.8, "color": 0.8}  # measured: a place or cause penalty costs CMRC first lines
-_CAPTION_FACTOR = 0.8
-_COMMON_WORD_FREQ = 1000
-_OFF_TOPIC_FACTOR = 0.5
-
-_MAX_LINES = 3
-_MIN_MEANING = 0.6  # calibrated dense similarity a sentence needs to answer by meaning alone
-# Share of the question (jieba IDF weights) the first line and its source's title must cover.
-# Measured on cmrc2018_dev prompts (500 answerable, 100 with the passage removed), answers
-# containing the reference / removed-passage questions declined: 0.40 → 0.922 / 0.55, 0.45 →
-# 0.920 / 0.62, 0.50 → 0.912 / 0.67, 0.60 → 0.884 / 0.71; the demo set is the same at 0.40–0.50.
-_MIN_COVERAGE = 0.45
-_CLOSE_CALL = 0.8  # sentences scored within this share of the best are ordered by meaning too
-_CLOSE_CALL_UNITS = 4
-_MEANING_LIFT = 0.2  # measured on CMRC dev: 0.1–0.3 and close calls of 0.7–0.95 all gain ~3 points of first lines
-_MEANING_UNITS = 80  # sentences embedded per answer at most (one batch of the sandboxed e5)
-_SENTENCE_CACHE = 4096  # sentence vectors kept per process (384 floats each: about 12 MB)
-_TITLE_CREDIT = 0.85
-_SYNONYM_CREDIT = 0.6  # measured on cmrc2018_dev: 0.5–0.7 alike, 0.85 and 1.0 cost first lines
-_NEARBY_CREDIT = 0.3
-_KEEP_RATIO = 0.5  # candidates below half the best unit's score are never shown
-_CLOSE_RATIO = 0.8  # ... nor below this share unless they cover new question terms
-_MIN_GAIN = 0.1  # IDF share of question terms a supporting line must add
-_RANGE_MODELS = 3  # other models a line names beside the asked one to be a list of the range
-_RANGE_FACTOR = 0.5
-_ASKS_FACTOR = 0.5  # a question sentence restates, the sentence after it answers
-_LEAD_FACTOR = 0.5  # a lead-in, heading or table pointer says what follows, not the answer
-_LIST_LINES = 6  # lines after a lead-in that it introduces at most
-_MAX_TABLE_ROWS = 5
-_ROW_RATIO = 0.8  # rows of the chosen row's table shown with it need this share of its score
-_MAX_IMAGES = 2
-_CAPTION_CHARS = 40
-_DELTA_CHARS = 4
 
 
 @dataclass(frozen=True)
@@ -155,7 +96,7 @@ class ExtractiveAnswerer:
 
     def __init__(
         self, *, min_support: float = 0.25, max_chars: int = 200, meaning: Embedder | None = None,
-        min_meaning: float = _MIN_MEANING, min_coverage: float = _MIN_COVERAGE,
+        min_meaning: float = TUNING.min_meaning, min_coverage: float = TUNING.min_coverage,
     ) -> None:
         self.min_support = min_support
         self.max_chars = max_chars
@@ -181,7 +122,7 @@ class ExtractiveAnswerer:
             # The sources are Chinese: compare them with the Chinese words the question names.
             question = rendering(question, "\n".join(f"{s.title}\n{s.text}" for s in sources)) or question
         parts = [source_parts(source, order) for order, source in enumerate(sources)]
-        question_terms = _question_terms(question)
+        question_terms = terms_of_question(question)
         scored, weights = self._score(parts, question, question_terms)
         by_words = bool(scored)
         if not scored and self.meaning is not None:
@@ -216,7 +157,7 @@ class ExtractiveAnswerer:
             return [], {}
         # The question's distinctive words (names, rare terms): when the context has none of
         # them it speaks about something else, however many common words it shares.
-        keys = _key_words(question)
+        keys = key_words(question)
         on_topic = {
             part.order: not keys or any(mention_share(key, part.plain) for key in keys)
             for part in parts
@@ -238,7 +179,7 @@ class ExtractiveAnswerer:
             id(unit): (question_terms & unit.features) | {t for t, word in spelled if word in unit.plain}
             for unit in units
         }
-        weights = _term_weights(question_terms, list(holds.values()))
+        weights = term_weights(question_terms, list(holds.values()))
         # A sentence may say the question's word in another word of the same meaning ("负伤" for
         # "受伤"): nearly as good as the word itself, as a title is.
         # Grammar words ("一共", "大约") say nothing of the subject: their synonyms ("累计") less so.
@@ -249,7 +190,7 @@ class ExtractiveAnswerer:
             for unit in units
         } if alternatives else {}
         total = math.fsum(weights.values())
-        wants = _wanted_shapes(question)
+        wants = wanted_shapes(question)
         asked_models = model_codes(question)
         scored: list[_Scored] = []
         for part in parts:
@@ -269,7 +210,7 @@ class ExtractiveAnswerer:
                 # The items a line ending in a colon introduces ("密码必须满足以下规则：" then
                 # "长度至少 12 位；") are about what it names, as rows are about their header.
                 inherited: set[str] = set()
-                if unit.table is None and not unit.lead and lead is not None and 0 < unit.line - lead.line <= _LIST_LINES:
+                if unit.table is None and not unit.lead and lead is not None and 0 < unit.line - lead.line <= TUNING.list_lines:
                     inherited = holds[id(lead)] - matched
                 if unit.lead and unit.text.rstrip().endswith(("：", ":")):
                     lead = unit
@@ -288,22 +229,22 @@ class ExtractiveAnswerer:
                 # sum over a set depends on its order, and ties would flip between runs).
                 support = math.fsum(
                     [weights[t] for t in matched]
-                    + [weights[t] * _TITLE_CREDIT for t in scoped]
-                    + [weights[t] * _SYNONYM_CREDIT for t in said_otherwise]
+                    + [weights[t] * TUNING.title_credit for t in scoped]
+                    + [weights[t] * TUNING.synonym_credit for t in said_otherwise]
                     + [
-                        weights[t] * (_TITLE_CREDIT if t in title_terms else _NEARBY_CREDIT)
+                        weights[t] * (TUNING.title_credit if t in title_terms else TUNING.nearby_credit)
                         for t in nearby
                     ]
                 ) / total
                 if support < self.min_support:
                     continue
                 score = support * _answer_likelihood(unit, wants)
-                if asked_models and len(named - asked_models) >= _RANGE_MODELS:
+                if asked_models and len(named - asked_models) >= TUNING.range_models:
                     # "适用型号：星河X1 / 星河X3 / 星河X3 Pro / 星河X5 Mesh" names the asked model
                     # among the whole range: it lists, it does not say anything of the one asked.
-                    score *= _RANGE_FACTOR
+                    score *= TUNING.range_factor
                 if not on_topic[part.order]:
-                    score *= _OFF_TOPIC_FACTOR
+                    score *= TUNING.off_topic_factor
                 own = math.fsum(weights[t] for t in matched)
                 scored.append(_Scored(unit, frozenset(matched | scoped | said_otherwise), support, score, own))
         return scored, weights
@@ -315,14 +256,14 @@ class ExtractiveAnswerer:
         question no unit supports by words. Codes and numbers the question names ("X7", "P2")
         must appear in the unit's source: meaning alone cannot tell one model from another."""
         assert self.meaning is not None
-        codes = [k for k in _key_words(question) if not _CJK_RUN.fullmatch(k)]
+        codes = [k for k in key_words(question) if not _CJK_RUN.fullmatch(k)]
         units = [
             unit
             for part in parts
             if all(code.lower() in part.plain for code in codes)
             for unit in part.units
             if not unit.asks
-        ][:_MEANING_UNITS]
+        ][:TUNING.meaning_units]
         if not units:
             return [], {}
         texts = [
@@ -334,8 +275,8 @@ class ExtractiveAnswerer:
         cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
         low, high = self.meaning.similarity_range
         holds = [question_terms & unit.features for unit in units]
-        weights = _term_weights(question_terms, holds)
-        wants = _wanted_shapes(question)
+        weights = term_weights(question_terms, holds)
+        wants = wanted_shapes(question)
         scored = []
         for unit, cosine, held in zip(units, cosines.tolist(), holds, strict=True):
             # Unclipped: sentences lie nearer their question than whole chunks, and the order
@@ -351,14 +292,14 @@ class ExtractiveAnswerer:
     def _settle_by_meaning(
         self, scored: list[_Scored], parts: list[SourceParts], question: str
     ) -> list[_Scored]:
-        """Sentences that the words score close to the best (within `_CLOSE_CALL`) are told apart
+        """Sentences that the words score close to the best (within `TUNING.close_call`) are told apart
         by meaning: neighbours in one article share the question's words about as well as the
         sentence that answers it ("司马伦被杀…恢复司马晏吴王" against "司马晏被刘曜所杀" for "谁杀了司马晏"),
         and the calibrated dense similarity of each to the question lifts the one that says what
         was asked. Only these few are embedded, so the cost stays a handful of short sentences."""
         assert self.meaning is not None
         ranked = sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))
-        close = [s for s in ranked[:_CLOSE_CALL_UNITS] if s.score >= ranked[0].score * _CLOSE_CALL]
+        close = [s for s in ranked[:TUNING.close_call_units] if s.score >= ranked[0].score * TUNING.close_call]
         if len(close) < 2:
             return scored
         texts = [
@@ -370,7 +311,7 @@ class ExtractiveAnswerer:
         cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
         low, high = self.meaning.similarity_range
         lifted = {
-            id(item): replace(item, score=item.score * (1 + _MEANING_LIFT * max(0.0, (cosine - low) / (high - low))))
+            id(item): replace(item, score=item.score * (1 + TUNING.meaning_lift * max(0.0, (cosine - low) / (high - low))))
             for item, cosine in zip(close, cosines.tolist(), strict=True)
         }
         return [lifted.get(id(item), item) for item in scored]
@@ -392,7 +333,7 @@ class ExtractiveAnswerer:
             found.update(fresh)
             with self._lock:
                 self._vectors.update(fresh)
-                while len(self._vectors) > _SENTENCE_CACHE:
+                while len(self._vectors) > TUNING.sentence_cache:
                     self._vectors.popitem(last=False)
         return np.vstack([found[t] for t in texts])
 
@@ -405,14 +346,14 @@ class ExtractiveAnswerer:
         seen = {squash(best.unit.text)}
         tables = {(best.unit.order, best.unit.table)} if best.unit.table is not None else set()
         for candidate in ranked[1:]:
-            if len(chosen) == _MAX_LINES or candidate.score < best.score * _KEEP_RATIO:
+            if len(chosen) == TUNING.max_lines or candidate.score < best.score * TUNING.keep_ratio:
                 break
             unit = candidate.unit
             key = squash(unit.text)
             if key in seen or (unit.table is not None and (unit.order, unit.table) in tables):
                 continue
             gain = math.fsum(weights[t] for t in candidate.matched - covered) / total
-            if gain < _MIN_GAIN and candidate.score < best.score * _CLOSE_RATIO:
+            if gain < TUNING.min_gain and candidate.score < best.score * TUNING.close_ratio:
                 continue
             if _restates(candidate.unit.text, [c.unit.text for c in chosen]):
                 continue
@@ -453,13 +394,13 @@ class ExtractiveAnswerer:
                 # "支持 Mesh" column because the item's name holds "Mesh".
                 key_terms = unit_features(_cells(rows[0])[0]) if len(rows) == 1 else set()
                 asked = _model_columns(table.header, question) or _asked_columns(table.header, question_terms - key_terms)
-                if (not asked and len(rows) == 1 and "money" in _wanted_shapes(question)
+                if (not asked and len(rows) == 1 and "money" in wanted_shapes(question)
                         and not _column_matches(table.header, question_terms - key_terms)):
                     # "多少钱？" names no column: the row's prices are what it asks for.
                     asked = _money_columns(rows[0])
-                elif asked and "money" in _wanted_shapes(question) and all(model_codes(_cells(table.header)[i]) for i in asked):
+                elif asked and "money" in wanted_shapes(question) and all(model_codes(_cells(table.header)[i]) for i in asked):
                     # Items as columns: of their rows, the prices ("多少钱？" names no row).
-                    priced = [row for row in rows if any(_ANSWER_SHAPES["money"].search(_cells(row)[i]) for i in asked if i < len(_cells(row)))]
+                    priced = [row for row in rows if any(ANSWER_SHAPES["money"].search(_cells(row)[i]) for i in asked if i < len(_cells(row)))]
                     rows = priced or rows
                 compared = _compared_rows(table, question)
                 if compared:
@@ -498,7 +439,7 @@ class ExtractiveAnswerer:
             # Only a caption answered: its title (OCR text runs after the first space), cited,
             # before the image itself.
             unit = shown[0].unit
-            text = unit.text.split()[0][:_CAPTION_CHARS]
+            text = unit.text.split()[0][:TUNING.caption_chars]
             blocks.append(("text", f"{text}[来源 {unit.source}](citation://{unit.source})"))
         return blocks + _images(shown, parts, question, question_terms)
 
@@ -587,7 +528,7 @@ def _model_columns(header: str, question: str) -> list[int]:
 
 def _money_columns(row: str) -> list[int]:
     cells = _cells(row)
-    found = [i for i, cell in enumerate(cells) if i and _ANSWER_SHAPES["money"].search(cell)]
+    found = [i for i, cell in enumerate(cells) if i and ANSWER_SHAPES["money"].search(cell)]
     return found if 0 < len(found) <= _MAX_MONEY_COLUMNS else []
 
 
@@ -620,7 +561,7 @@ def _lead_with_comparison(
         header = parts[item.unit.order].tables[item.unit.table].header if item.unit.table is not None else ""
         return bool(model_codes(item.unit.text) or model_codes(header))
     rest = [c for c in chosen if (c.unit.order, c.unit.table) != same_table and not names_a_model(c)]
-    return [best, *rest][:_MAX_LINES]
+    return [best, *rest][:TUNING.max_lines]
 
 
 def _row_like(text: str) -> bool:
@@ -717,7 +658,7 @@ def _covers_question(unit: Unit, parts: list[SourceParts], question: str, minimu
     # A list item is read under the line that introduces it, as when it was scored.
     leads = [
         u.text for u in part.units
-        if u.lead and u.text.rstrip().endswith(("：", ":")) and 0 < unit.line - u.line <= _LIST_LINES
+        if u.lead and u.text.rstrip().endswith(("：", ":")) and 0 < unit.line - u.line <= TUNING.list_lines
     ]
     # An answer is read with the question sentence before it ("常见问题：…？" then "标准答案：…").
     before = [u.text for u in part.units if u.position == unit.position - 1 and u.asks]
@@ -733,51 +674,22 @@ def _answer_likelihood(unit: Unit, wants: frozenset[str]) -> float:
     "多少/哪一年", a cause for "为什么"); a question sentence restates rather than answers."""
     factor = 1.0
     if unit.asks:
-        factor *= _ASKS_FACTOR
+        factor *= TUNING.asks_factor
     if unit.lead:
-        factor *= _LEAD_FACTOR
+        factor *= TUNING.lead_factor
     for kind in wants:
         if kind == "image":
             continue
-        if _ANSWER_SHAPES[kind].search(unit.text):
-            factor *= _SHAPE_BONUS
+        if ANSWER_SHAPES[kind].search(unit.text):
+            factor *= TUNING.shape_bonus
         elif unit.table is None:
             # "几号？" answered by a sentence with no number at all has not answered it. Places
             # and causes are written in too many ways for their absence to say as much.
-            factor *= _SHAPE_MISS.get(kind, 1.0)
+            factor *= TUNING.shape_miss.get(kind, 1.0)
     # A caption describes a picture: the answer when the question is about one, else a weak one.
     if unit.caption:
-        factor *= _SHAPE_BONUS if "image" in wants else _CAPTION_FACTOR
+        factor *= TUNING.shape_bonus if "image" in wants else TUNING.caption_factor
     return factor
-
-
-def _key_words(question: str) -> list[str]:
-    """Distinctive words of the question: CJK words rare in general Chinese (jieba's dictionary
-    frequency below `_COMMON_WORD_FREQ`, or not in it at all, as most names) and Latin or
-    digit tokens of two characters or more. Characters jieba glued to an unknown name
-    ("晏是", "成苏镜宇") are trimmed off the edges."""
-    frequencies = segmenter().FREQ
-    keys = []
-    for word in _question_words(question):
-        if is_question_word(word):
-            continue
-        core = word.strip(GLUE_CHARS) or word
-        if len(core) < 2:
-            continue
-        if _CJK_RUN.fullmatch(core):
-            if frequencies.get(core, 0) >= _COMMON_WORD_FREQ:
-                continue
-        elif not core.isalnum():
-            continue
-        keys.append(core)
-    return keys
-
-
-def _wanted_shapes(question: str) -> frozenset[str]:
-    wants = {kind for kind, pattern in _QUESTION_SHAPES.items() if pattern.search(question)}
-    if _IMAGE_QUESTION.search(question):
-        wants.add("image")
-    return frozenset(wants)
 
 
 def _table_rows(item: _Scored, scored: list[_Scored], table: Table) -> list[str]:
@@ -786,16 +698,16 @@ def _table_rows(item: _Scored, scored: list[_Scored], table: Table) -> list[str]
     unit = item.unit
     rows = [s for s in scored if s.unit.order == unit.order and s.unit.table == unit.table]
     best = max(s.own for s in rows)
-    rows = [s for s in rows if s.own >= best * _ROW_RATIO]
+    rows = [s for s in rows if s.own >= best * TUNING.row_ratio]
     rows.sort(key=lambda s: (-s.own, -s.score, s.unit.position))
-    return [s.unit.text for s in sorted(rows[:_MAX_TABLE_ROWS], key=lambda s: s.unit.position)]
+    return [s.unit.text for s in sorted(rows[:TUNING.max_table_rows], key=lambda s: s.unit.position)]
 
 
 def _images(
     shown: list[_Scored], parts: list[SourceParts], question: str, question_terms: set[str]
 ) -> list[tuple[str, str]]:
     """The image lines of cited sources, for image questions and quoted image captions."""
-    wants = bool(_IMAGE_QUESTION.search(question))
+    wants = bool(IMAGE_QUESTION.search(question))
     blocks: list[tuple[str, str]] = []
     used: set[int] = set()
     for item in shown:
@@ -812,7 +724,7 @@ def _images(
         _, asset = max(enumerate(assets), key=fit)
         used.add(asset.id)
         blocks.append(("image", asset.line))
-        if len(blocks) == _MAX_IMAGES:
+        if len(blocks) == TUNING.max_images:
             break
     return blocks
 
@@ -832,48 +744,6 @@ def _insufficient(question: str) -> str:
     return "根据当前知识库无法确定该问题的答案：没有找到足够可靠的依据。"
 
 
-@lru_cache(maxsize=4096)
-def _question_words(question: str) -> tuple[str, ...]:
-    """The question's words, lowercased, with the pronoun or modal jieba's HMM glues to the first
-    character of a word it does not know cut off ("我入" + "职" → "我" + "入" + "职"): "我入职三年了"
-    is not about a word "我入". The characters stay apart, as the sources' words do not join them
-    either; their bigrams ("入职") carry the word."""
-    words = (word.lower() for word in unglued_words(segmenter().lcut(normalise(question))) if _WORD_CHAR.search(word))
-    return tuple(BOUNDS.get(word, word) for word in words)
-
-
-def _question_terms(question: str) -> set[str]:
-    """Content words of the question, and CJK bigrams of the text left between question words
-    (so "哪些材料" yields "材料", not the noise bigram "些材")."""
-    words = list(_question_words(question))
-    # "几个字符", "什么地方": the kind of answer asked for goes with the question word.
-    asking = {i for i in range(1, len(words)) if asks_for(words[i - 1], words[i])}
-    skipped = [is_question_word(w) or i in asking for i, w in enumerate(words)]
-    kept = [w for w, skip in zip(words, skipped, strict=True) if not skip]
-    remainder = "".join(" " if skip else w for w, skip in zip(words, skipped, strict=True))
-    # "有多重？" asks for the weight: the measure it names is a word the answer's table uses.
-    implied = [IMPLIED_MEASURES[w] for w in words if w in IMPLIED_MEASURES]
-    return {f"w:{w}" for w in kept + implied} | {f"b:{b}" for b in cjk_bigrams(remainder)}
-
-
-
-def _term_weights(terms: set[str], held: list[set[str]]) -> dict[str, float]:
-    """Smoothed IDF over the context units (`held`: the question terms each unit holds);
-    bigrams and one-character words count half (bigrams mostly repeat words, single characters
-    are often segmentation leftovers).
-
-    A term missing from the whole context keeps the highest weight, so a question whose key
-    term the context never mentions ends up with low support everywhere.
-    """
-    total = len(held)
-    weights = {}
-    for term in terms:
-        df = sum(1 for h in held if term in h)
-        weight = math.log(1 + (total + 1) / (df + 0.5))
-        weights[term] = weight if term.startswith("w:") and len(term) > 3 else weight / 2
-    return weights
-
-
 def _deltas(answer: str) -> Iterator[str]:
     """Small pieces, as a model would stream them; citation markers and image lines stay whole."""
     position = 0
@@ -885,5 +755,5 @@ def _deltas(answer: str) -> Iterator[str]:
 
 
 def _pieces(text: str) -> Iterator[str]:
-    for start in range(0, len(text), _DELTA_CHARS):
-        yield text[start : start + _DELTA_CHARS]
+    for start in range(0, len(text), TUNING.delta_chars):
+        yield text[start : start + TUNING.delta_chars]
