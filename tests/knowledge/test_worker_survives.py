@@ -84,7 +84,11 @@ def make_database_unusable() -> None:
             time.sleep(4.0)
         finally:
             admin.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(name))
-    connection.close()  # the test's own connection was among them
+    # The test's own connections were among them, and its pool may have tried to replace them
+    # while the database refused (it then waits a while before trying again): start afresh.
+    connection.close()
+    if getattr(connection, "pool", None) is not None:
+        connection.close_pool()
 
 
 def queue_idle() -> bool:
