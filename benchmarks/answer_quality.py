@@ -146,13 +146,24 @@ def score_unanswerable(cases: list[Case], answers: list[str]) -> dict:
 
 
 class CurrentAnswerer:
-    """The working tree's extractive answerer, reading each saved case's notation."""
+    """The working tree's extractive answerer, reading each saved case's notation: with its
+    learned scorer (weights.json) or the hand-tuned ranking and gates (the ablation), with or
+    without the local e5 embedder's meaning."""
+
+    def __init__(self, *, learned: bool, meaning: bool) -> None:
+        self.learned = learned
+        self.meaning = meaning
 
     def answers(self, prompts: list[str]) -> list[str]:
         from chat.answering.extractive import ExtractiveAnswerer
         from chat.answering.notation import parse
 
-        answerer = ExtractiveAnswerer()
+        embedder = None
+        if self.meaning:
+            from engines.providers.e5 import LocalE5Embedder
+
+            embedder = LocalE5Embedder(batch_size=16)
+        answerer = ExtractiveAnswerer(meaning=embedder, **({} if self.learned else {"scorer": None}))
         return [answerer.answer(parse(prompt)) for prompt in prompts]
 
 
@@ -340,6 +351,8 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--unanswerable", type=int, default=100, help="questions asked without their gold passage (0: skip)")
     parser.add_argument("--baseline", default="HEAD", help="git revision whose extractive answerer to compare with, or 'none'")
+    parser.add_argument("--meaning", action="store_true",
+                        help="give the answerers the local e5 embedder, as the product does (slower)")
     parser.add_argument("--save-prompts", help="write the retrieved prompts to this JSON file")
     parser.add_argument("--load-prompts", help="reuse prompts from --save-prompts (no Django, no KB build)")
     parser.add_argument("--show-failures", type=int, default=0, help="print N answerable cases the new model misses")
@@ -351,6 +364,8 @@ def main() -> None:
     stop = None
     if args.load_prompts:
         collected = json.loads(Path(args.load_prompts).read_text(encoding="utf-8"))
+        if args.meaning:
+            stop = setup_django()  # the embedder reads the deployment's settings (its cache)
     else:
         stop = setup_django()
     try:
@@ -361,7 +376,8 @@ def main() -> None:
         answerable = [Case(**c) for c in collected["answerable"]]
         unanswerable = [Case(**c) for c in collected["unanswerable"]]
 
-        models = {"current": CurrentAnswerer()}
+        models = {"current": CurrentAnswerer(learned=True, meaning=args.meaning),
+                  "hand-tuned": CurrentAnswerer(learned=False, meaning=args.meaning)}
         if args.baseline.lower() != "none":
             models[f"baseline@{args.baseline}"] = load_baseline(args.baseline)
         runs = {}

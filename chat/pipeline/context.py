@@ -26,6 +26,7 @@ from knowledge.models import KnowledgeBase
 from retrieval.contracts import NO_ACTIVE_VERSION, FaqHit, RetrievalResult
 
 from ..answering.markup import clip, defuse
+from ..answering.ports import EvidenceJudge
 from ..answering.request import AnswerRequest, AnswerSource, PastTurn, SourceImage
 from .preparation import HistoryTurn, RetrievalPlan
 from .rules import ContextRules
@@ -70,6 +71,8 @@ def select_context(
     plan: RetrievalPlan,
     rules: ContextRules,
     empty_reason: str = "",
+    judge: EvidenceJudge | None = None,
+    answerer_judges: bool = False,
 ) -> ContextSelection:
     faq_texts = [f"常见问题：{hit.question}\n标准答案：{hit.answer}" for hit in faq_hits]
     # A chunk is read under its document title and headings ("员工手册 > 年假"), so they count.
@@ -149,6 +152,34 @@ def select_context(
                            "meaning": meaning, "decided_by": decided_by(relevance, None), "verdict": verdict})
 
     verdicts = {rank: verdict_of(cov.score, meaning) for rank, _, cov, meaning in doc_scored}
+    chances: dict[int, float] = {}
+    if judge is not None and terms and not any(v == "relevant" for v in verdicts.values()) and not (
+        key_missing and _is_code(covers[0].key_term)
+    ):
+        # Nothing gets in by words or a chunk's meaning: the learned scorer reads the first
+        # results' sentences and rows, and a source whose best unit answers gets in. A model code
+        # the evidence never names stays another product's, whatever the scorer says.
+        considered = doc_scored[: rules.final_context_top_n]
+        sources = [
+            AnswerSource(number=n, kind=_kind(result), title=source_title(result),
+                         text=defuse(clip(result.content, rules.max_context_doc_chars)))
+            for n, (_, result, _, _) in enumerate(considered, start=1)
+        ]
+        chances = {rank: chance for (rank, *_), chance in
+                   zip(considered, judge.chances(question, sources), strict=True)}
+        for rank, chance in chances.items():
+            if chance >= judge.threshold:
+                verdicts[rank] = "relevant"
+    for_model: set[int] = set()
+    if answerer_judges and not any(v == "relevant" for v in verdicts.values()) and not (
+        key_missing and _is_code(covers[0].key_term)
+    ):
+        # An answerer that writes reads the evidence and declines when nothing in it is related:
+        # the first results near the question in meaning reach it, and it decides.
+        for rank, _result, _cov, meaning in doc_scored[: rules.final_context_top_n]:
+            if meaning is not None and meaning >= rules.model_min_meaning_score:
+                verdicts[rank] = "relevant"
+                for_model.add(rank)
     eligible = [item for item in doc_scored if verdicts[item[0]] == "relevant"]
     if plan.prefer_table:
         eligible.sort(key=lambda item: (0 if _is_table(item[1]) else 1, item[0]))
@@ -158,7 +189,11 @@ def select_context(
     for rank, result, cov, meaning in doc_scored:
         candidates.append({
             "kind": _kind(result), "chunk_id": result.chunk_id, "document_id": result.document_id,
-            "relevance": round(cov.score, 4), "meaning": meaning, "decided_by": decided_by(cov.score, meaning),
+            "relevance": round(cov.score, 4), "meaning": meaning,
+            **({"answer_chance": round(chances[rank], 4)} if rank in chances else {}),
+            "decided_by": decided_by(cov.score, meaning) or (
+                "evidence_scorer" if judge is not None and chances.get(rank, 0.0) >= judge.threshold
+                else "meaning_for_model" if rank in for_model else ""),
             "key_term": cov.key_term, "key_term_found": cov.key_term_found, "verdict": verdicts[rank],
         })
 

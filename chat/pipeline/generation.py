@@ -403,5 +403,27 @@ async def afiltered_stream(deltas: AsyncIterator[str], answer_filter: AnswerFilt
 DECLINE_PREFIXES = ("根据当前知识库无法确定", "信息不足，无法确认")
 
 
-def is_declined(answer: str) -> bool:
-    return answer.strip().startswith(DECLINE_PREFIXES)
+# What a model writes when it declines in its own words ("资料中没有提到…", "抱歉，无法回答…"):
+# a decline only when the answer cites nothing, as an answer that cites a source says something.
+_DECLINE_WORDS = re.compile(
+    r"无法确定|无法回答|无法判断|不能确定|没有(?:提到|提及|提供|相关|找到|涉及|说明|包含)|未(?:提到|提及|提供|找到|涉及|说明)"
+    r"|不包含|并未|资料(?:中)?(?:不足|没有)"
+)
+
+
+_COURTESY = re.compile(r"^(?:很?抱歉|对不起|不好意思|根据(?:提供的|所给的|现有的)?(?:资料|材料|信息|知识库)(?:中)?)$")
+_CLAUSE = re.compile(r"[，,；;：:。！？!?\n]")
+
+
+def is_declined(answer: str, *, cited: bool = False) -> bool:
+    """The answer says the knowledge base cannot settle the question: it starts with our own
+    words for that, or (citing no source) its first clause after any courtesy ("抱歉，…") does."""
+    text = answer.strip()
+    if text.startswith(DECLINE_PREFIXES):
+        return True
+    if cited:
+        return False
+    clauses = [c.strip() for c in _CLAUSE.split(text) if c.strip()]
+    while clauses and _COURTESY.match(clauses[0]):
+        clauses.pop(0)
+    return bool(clauses) and bool(_DECLINE_WORDS.search(clauses[0]))

@@ -44,8 +44,8 @@ from retrieval.factory import build_scope_faqs, build_scope_retrieval
 from retrieval.federation import DocumentSearch, FaqSearch
 
 from .. import selectors, services
-from ..answering.factory import answerer_for
-from ..answering.ports import Answerer, AsyncAnswerer
+from ..answering.factory import answerer_for, evidence_judge
+from ..answering.ports import Answerer, AsyncAnswerer, EvidenceJudge
 from ..answering.request import AnswerRequest
 from ..access import access_conversation
 from ..contracts import (
@@ -121,12 +121,15 @@ class RAGService:
         rules: Callable[[], Rules] = load_rules,
         # The answerer for the chat model: the model itself when it writes, else the offline one.
         answerer: Callable[[ChatModel], Answerer] = answerer_for,
+        # Whether the evidence answers, decided once whichever answerer writes.
+        judge: Callable[[], EvidenceJudge | None] = evidence_judge,
     ) -> None:
         self._retrieval = retrieval
         self._faqs = faqs
         self._chat_model = chat_model
         self._rules = rules
         self._answerer = answerer
+        self._judge = judge
 
     # --- entry point ------------------------------------------------------------------------
 
@@ -376,7 +379,8 @@ class RAGService:
             selection = select_context(
                 question=prepared.rewritten_query, faq_hits=faq_hits,
                 doc_results=results, plan=prepared.plan, rules=rules.context,
-                empty_reason=documents.trace.empty_reason,
+                empty_reason=documents.trace.empty_reason, judge=self._judge(),
+                answerer_judges=self._answerer_writes(),
             )
             citations = build_citations(selection.items, question=prepared.rewritten_query, bases=turn.bases)
         turn.selection = selection
@@ -430,7 +434,7 @@ class RAGService:
         turn, prepared, selection = pending.turn, pending.prepared, pending.selection
         citations, answer_filter, rules = pending.citations, pending.answer_filter, turn.rules
         answer = "".join(turn.delivered)
-        declined = is_declined(answer)
+        declined = is_declined(answer, cited=bool(answer_filter.cited_numbers))
         if declined:
             # Both declines (no evidence, weak evidence) end by naming whom to ask.
             tail = contact_tail(turn.kb, answer)
@@ -469,6 +473,12 @@ class RAGService:
         )
         confidence = combine_answer_confidence(pending.evidence_confidence, verification, features=features,
                                                rules=rules.confidence)
+        if declined:
+            # A decline is the insufficient-context answer whoever wrote it: no sources shown with
+            # it, its own hit type, the reason in the trace.
+            turn.hit_type = HitType.INSUFFICIENT_CONTEXT
+            turn.selection = replace(selection, insufficient_reason="answerer_declined")
+            citations = ()
         turn.generation = GenerationReport(
             model=pending.answerer.name,
             removed_citations=tuple(answer_filter.removed_citations),
@@ -478,6 +488,14 @@ class RAGService:
         )
         yield self._finish(turn, answer=answer, intent=prepared.intent, citations=citations,
                            confidence=confidence)
+
+    def _answerer_writes(self) -> bool:
+        """Whether the answer will be written by a model (which judges the evidence itself).
+        A model that cannot be built is no writer here; the answer stage reports it."""
+        try:
+            return self._chat_model().generative
+        except (ProviderError, ImproperlyConfigured):
+            return False
 
     def _clarification(self, turn: TurnState, selection: ContextSelection) -> Clarification | None:
         """Rule C's clarifying question: the question fits several items and none more than the

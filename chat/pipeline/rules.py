@@ -80,6 +80,9 @@ class RetrievalDefaults:
 class ContextRules:
     min_context_score: float
     min_meaning_score: float
+    # For an answerer that writes (and judges the evidence itself): the meaning that lets the first
+    # results in when nothing else does.
+    model_min_meaning_score: float
     key_term_exempt_score: float
     faq_context_top_n: int
     final_context_top_n: int

@@ -9,8 +9,9 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -19,9 +20,10 @@ from engines.lexical import (
     CJK_CHARS,
     FUNCTION_WORDS,
     content_terms,
-    coverage,
     mention_share,
+    model_code_spans,
     model_codes,
+    term_weight,
 )
 from engines.ports import Embedder, ProviderError
 from engines.providers.local import lexical_features, normalise, unit_features
@@ -37,6 +39,8 @@ from .question import (
     term_weights,
     wanted_shapes,
 )
+from .features import QuestionView, Scored, coverage_in_context, feature_rows
+from .scorer import WEIGHTS_PATH, LearnedScorer
 from .tuning import TUNING
 from .candidates import Asset, SourceParts, Table, Unit, source_parts, squash
 
@@ -52,12 +56,19 @@ _WHOLE = re.compile(r"\[来源 \d+\]\(citation://\d+\)|^!\[[^\]\n]*\]\(asset://\
 
 
 @dataclass(frozen=True)
-class _Scored:
-    unit: Unit
-    matched: frozenset[str]  # question terms the unit (or, for a row, its header) contains
-    support: float
-    score: float
-    own: float  # weight of the question terms in the unit's own text: ranks rows of a table
+class Candidates:
+    parts: list[SourceParts]
+    scored: list[Scored]  # the units the scorer reads: the words' first few
+    every: list[Scored]  # every candidate unit (a chosen row's table shows its rows from these)
+    weights: dict[str, float]
+    rows: np.ndarray  # feature rows of `scored`, in order
+    question_terms: set[str]
+
+
+@lru_cache(maxsize=1)
+def _default_scorer() -> LearnedScorer | None:
+    """The committed weights; None (the hand-tuned ranking) when there are none."""
+    return LearnedScorer.load(WEIGHTS_PATH) if WEIGHTS_PATH.exists() else None
 
 
 class ExtractiveAnswerer:
@@ -97,6 +108,7 @@ class ExtractiveAnswerer:
     def __init__(
         self, *, min_support: float = 0.25, max_chars: int = 200, meaning: Embedder | None = None,
         min_meaning: float = TUNING.min_meaning, min_coverage: float = TUNING.min_coverage,
+        scorer: LearnedScorer | None | str = "default",
     ) -> None:
         self.min_support = min_support
         self.max_chars = max_chars
@@ -105,6 +117,9 @@ class ExtractiveAnswerer:
         self.meaning = meaning if meaning is not None and meaning.similarity_range else None
         self.min_meaning = min_meaning
         self.min_coverage = min_coverage
+        # The learned scorer ranks the units and decides whether to answer; None keeps the
+        # hand-tuned ranking and gates (the ablation `bench-answers` compares with).
+        self.scorer = _default_scorer() if scorer == "default" else scorer
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -121,6 +136,13 @@ class ExtractiveAnswerer:
         if is_foreign(question):
             # The sources are Chinese: compare them with the Chinese words the question names.
             question = rendering(question, "\n".join(f"{s.title}\n{s.text}" for s in sources)) or question
+        missing = unmentioned_feature(question, sources)
+        if missing:
+            # "星河X3 Pro 支持 5G 手机卡吗？" of sources that never mention 5G: whatever else they say
+            # of the X3 Pro ("支持 Mesh") answers another question.
+            return f"根据当前知识库无法确定该问题的答案：资料中没有提到“{missing}”。"
+        if self.scorer is not None:
+            return self._answer_learned(sources, question, max_tokens=max_tokens)
         parts = [source_parts(source, order) for order, source in enumerate(sources)]
         question_terms = terms_of_question(question)
         scored, weights = self._score(parts, question, question_terms)
@@ -149,9 +171,91 @@ class ExtractiveAnswerer:
         blocks = self._render(chosen, scored, parts, question, question_terms, max_tokens)
         return _join(blocks)
 
+    def _answer_learned(self, sources: list[AnswerSource], question: str, *, max_tokens: int) -> str:
+        """The learned scorer's probability ranks the units and decides: below its threshold the
+        evidence does not answer, whatever single word it lacks or holds."""
+        found = self.candidates(sources, question)
+        if not found.scored:
+            return _insufficient(question)
+        assert self.scorer is not None
+        chances = self.scorer.probabilities(found.rows)
+        if float(chances.max()) < self.scorer.threshold:
+            return _insufficient(question)
+        # The scorer picks the first line; the lines that may follow it are chosen as before, by
+        # how close their hand-tuned score comes and what they add.
+        first = found.scored[int(chances.argmax())]
+        top = max(item.score for item in found.every)
+        scored = [replace(item, score=top * 1.001) if item is first else item for item in found.every]
+        chosen = _lead_with_comparison(self._choose(scored, found.weights), scored, found.parts, question)
+        blocks = self._render(chosen, scored, found.parts, question, found.question_terms, max_tokens)
+        return _join(blocks)
+
+    def candidates(self, sources: Sequence[AnswerSource], question: str) -> Candidates:
+        """Every unit the words anchor to the question (or, when none, the nearest in meaning),
+        with its feature row: what the learned scorer reads, at answer time and in training."""
+        parts = [source_parts(source, order) for order, source in enumerate(sources)]
+        question_terms = terms_of_question(question)
+        scored, weights = self._score(parts, question, question_terms, lenient=True)
+        meaning: dict[int, float] = {}
+        if self.meaning is not None:
+            try:
+                if scored:
+                    meaning = self._meanings(scored, parts, question)
+                else:
+                    scored, weights = self._by_meaning(parts, question, question_terms)
+                    meaning = {id(item.unit): item.own for item in scored}
+            except ProviderError as exc:
+                # Meaning is one feature among many: without the embedder the words decide.
+                logger.warning("meaning unavailable (%s): scoring on words", exc.code)
+        terms = tuple(content_terms(question))
+        view = QuestionView(terms=terms, keys=tuple(key_words(question)), wants=wanted_shapes(question),
+                            total_weight=math.fsum(weights.values()))
+        # The scorer reads the units the words rank first: one far down that list is seldom the
+        # answer (of 446 CMRC validation questions, the first unit holding it ranked 1st in 379,
+        # 2nd–4th in 43, 5th–12th in 2, lower in 1, nowhere in 21), and each row costs a count.
+        ranked = sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))[:TUNING.scored_candidates]
+        rows = feature_rows(ranked, parts, view, meaning)
+        return Candidates(parts=parts, scored=ranked, every=scored, weights=weights, rows=rows,
+                          question_terms=question_terms)
+
+    @property
+    def threshold(self) -> float:
+        return self.scorer.threshold if self.scorer is not None else 1.0
+
+    def chances(self, question: str, sources: Sequence[AnswerSource]) -> list[float]:
+        """Per source, the learned chance that its best unit holds the answer (`EvidenceJudge`);
+        zeros without a scorer."""
+        if self.scorer is None or not sources:
+            return [0.0] * len(sources)
+        if is_foreign(question):
+            question = rendering(question, "\n".join(f"{s.title}\n{s.text}" for s in sources)) or question
+        found = self.candidates(sources, question)
+        best = [0.0] * len(sources)
+        for item, chance in zip(found.scored, self.scorer.probabilities(found.rows).tolist(), strict=True):
+            best[item.unit.order] = max(best[item.unit.order], chance)
+        return best
+
+    def _meanings(self, scored: list[Scored], parts: list[SourceParts], question: str) -> dict[int, float]:
+        """The calibrated similarity to the question of the units the words rank first (a few: each
+        costs an embedding the first time it is seen)."""
+        assert self.meaning is not None
+        ranked = sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))[:TUNING.meaning_candidates]
+        texts = [
+            f"{parts[s.unit.order].tables[s.unit.table].header} {s.unit.text}" if s.unit.table is not None else s.unit.text
+            for s in ranked
+        ]
+        query = np.asarray(self.meaning.embed_query(normalise(question)), dtype=np.float64)
+        matrix = self._sentence_vectors(texts)
+        cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
+        low, high = self.meaning.similarity_range
+        return {id(s.unit): (cosine - low) / (high - low) for s, cosine in zip(ranked, cosines.tolist(), strict=True)}
+
     def _score(
-        self, parts: list[SourceParts], question: str, question_terms: set[str]
-    ) -> tuple[list[_Scored], dict[str, float]]:
+        self, parts: list[SourceParts], question: str, question_terms: set[str], *, lenient: bool = False
+    ) -> tuple[list[Scored], dict[str, float]]:
+        """Units the question's words anchor, with their support and hand-tuned score. `lenient`
+        (for the learned scorer): sources without the question's distinctive words still give
+        candidates, and a lower support floor applies; the scorer weighs both."""
         units = [unit for part in parts for unit in part.units]
         if not question_terms or not units:
             return [], {}
@@ -162,8 +266,9 @@ class ExtractiveAnswerer:
             part.order: not keys or any(mention_share(key, part.plain) for key in keys)
             for part in parts
         }
-        if not any(on_topic.values()):
+        if not any(on_topic.values()) and not lenient:
             return [], {}
+        min_support = TUNING.learned_min_support if lenient else self.min_support
         # A unit must share a question word, or a bigram inside one of its longer words ("兴趣"
         # of "兴趣爱好"); bigrams across word boundaries ("要材" of "重要材料") are too weak alone.
         words = [t[2:] for t in question_terms if t.startswith("w:")]
@@ -192,7 +297,7 @@ class ExtractiveAnswerer:
         total = math.fsum(weights.values())
         wants = wanted_shapes(question)
         asked_models = model_codes(question)
-        scored: list[_Scored] = []
+        scored: list[Scored] = []
         for part in parts:
             nearby_terms = question_terms & part.terms
             title_terms = question_terms & part.title_terms
@@ -236,7 +341,7 @@ class ExtractiveAnswerer:
                         for t in nearby
                     ]
                 ) / total
-                if support < self.min_support:
+                if support < min_support:
                     continue
                 score = support * _answer_likelihood(unit, wants)
                 if asked_models and len(named - asked_models) >= TUNING.range_models:
@@ -246,12 +351,13 @@ class ExtractiveAnswerer:
                 if not on_topic[part.order]:
                     score *= TUNING.off_topic_factor
                 own = math.fsum(weights[t] for t in matched)
-                scored.append(_Scored(unit, frozenset(matched | scoped | said_otherwise), support, score, own))
+                scored.append(Scored(unit, frozenset(matched | scoped | said_otherwise), support, score, own,
+                                     on_topic[part.order]))
         return scored, weights
 
     def _by_meaning(
         self, parts: list[SourceParts], question: str, question_terms: set[str]
-    ) -> tuple[list[_Scored], dict[str, float]]:
+    ) -> tuple[list[Scored], dict[str, float]]:
         """Units whose calibrated dense similarity to the question reaches `min_meaning`, for a
         question no unit supports by words. Codes and numbers the question names ("X7", "P2")
         must appear in the unit's source: meaning alone cannot tell one model from another."""
@@ -285,13 +391,13 @@ class ExtractiveAnswerer:
             if meaning < self.min_meaning:
                 continue
             score = meaning * _answer_likelihood(unit, wants)
-            scored.append(_Scored(unit, frozenset(held), min(1.0, meaning), score, meaning))
+            scored.append(Scored(unit, frozenset(held), min(1.0, meaning), score, meaning))
         # One line: the words that would tell its neighbours apart are what is missing here.
         return sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))[:1], weights
 
     def _settle_by_meaning(
-        self, scored: list[_Scored], parts: list[SourceParts], question: str
-    ) -> list[_Scored]:
+        self, scored: list[Scored], parts: list[SourceParts], question: str
+    ) -> list[Scored]:
         """Sentences that the words score close to the best (within `TUNING.close_call`) are told apart
         by meaning: neighbours in one article share the question's words about as well as the
         sentence that answers it ("司马伦被杀…恢复司马晏吴王" against "司马晏被刘曜所杀" for "谁杀了司马晏"),
@@ -337,7 +443,7 @@ class ExtractiveAnswerer:
                     self._vectors.popitem(last=False)
         return np.vstack([found[t] for t in texts])
 
-    def _choose(self, scored: list[_Scored], weights: dict[str, float]) -> list[_Scored]:
+    def _choose(self, scored: list[Scored], weights: dict[str, float]) -> list[Scored]:
         total = math.fsum(weights.values())
         ranked = sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))
         best = ranked[0]
@@ -366,8 +472,8 @@ class ExtractiveAnswerer:
 
     def _render(
         self,
-        chosen: list[_Scored],
-        scored: list[_Scored],
+        chosen: list[Scored],
+        scored: list[Scored],
         parts: list[SourceParts],
         question: str,
         question_terms: set[str],
@@ -375,7 +481,7 @@ class ExtractiveAnswerer:
     ) -> list[tuple[str, str]]:
         """("text" | "table" | "image", markdown) blocks within the character and token budget."""
         blocks: list[tuple[str, str]] = []
-        shown: list[_Scored] = []
+        shown: list[Scored] = []
         chars = tokens = 0
         # The first line told the asked value of the asked item from a table's cells.
         told_cells = False
@@ -533,15 +639,15 @@ def _money_columns(row: str) -> list[int]:
 
 
 def _lead_with_comparison(
-    chosen: list[_Scored], scored: list[_Scored], parts: list[SourceParts], question: str
-) -> list[_Scored]:
+    chosen: list[Scored], scored: list[Scored], parts: list[SourceParts], question: str
+) -> list[Scored]:
     """For a comparison of named models, a table row whose table lists more of them than the
     first chosen line names goes first: its rows answer for every model ("星河X1、X3、X3 Pro 的保修期
     分别是多久？" is the table's three rows, not a sentence that names two of them)."""
     models = model_codes(question)
     if len(models) < 2 or not _COMPARISON.search(question):
         return chosen
-    def named(item: _Scored) -> int:
+    def named(item: Scored) -> int:
         if item.unit.table is None:
             return len(model_codes(item.unit.text) & models)
         rows = _compared_rows(parts[item.unit.order].tables[item.unit.table], question)
@@ -557,7 +663,7 @@ def _lead_with_comparison(
     same_table = (best.unit.order, best.unit.table)
     # What the table says for each model is not repeated: a line that names a model adds either a
     # fact the table already holds or one about a model not asked.
-    def names_a_model(item: _Scored) -> bool:
+    def names_a_model(item: Scored) -> bool:
         header = parts[item.unit.order].tables[item.unit.table].header if item.unit.table is not None else ""
         return bool(model_codes(item.unit.text) or model_codes(header))
     rest = [c for c in chosen if (c.unit.order, c.unit.table) != same_table and not names_a_model(c)]
@@ -650,23 +756,7 @@ def _restates(text: str, shown: list[str]) -> bool:
 
 
 def _covers_question(unit: Unit, parts: list[SourceParts], question: str, minimum: float) -> bool:
-    terms = content_terms(question)
-    if not terms:
-        return True
-    part = parts[unit.order]
-    header = part.tables[unit.table].header if unit.table is not None else ""
-    # A list item is read under the line that introduces it, as when it was scored.
-    leads = [
-        u.text for u in part.units
-        if u.lead and u.text.rstrip().endswith(("：", ":")) and 0 < unit.line - u.line <= TUNING.list_lines
-    ]
-    # An answer is read with the question sentence before it ("常见问题：…？" then "标准答案：…").
-    before = [u.text for u in part.units if u.position == unit.position - 1 and u.asks]
-    # A clause is read with the clauses of its line before it: "公司电脑默认禁用 USB 存储设备；" then
-    # "确需使用的，须经审批，开通期限最长 30 天。" is one rule about USB storage.
-    before += [u.text for u in part.units if u.line == unit.line and u.position < unit.position and u.table is None and not u.asks]
-    context = "\n".join((part.source.title, header, *leads[-1:], *before, unit.text))
-    return coverage(terms, context).score >= minimum
+    return coverage_in_context(unit, parts, content_terms(question)) >= minimum
 
 
 def _answer_likelihood(unit: Unit, wants: frozenset[str]) -> float:
@@ -692,7 +782,7 @@ def _answer_likelihood(unit: Unit, wants: frozenset[str]) -> float:
     return factor
 
 
-def _table_rows(item: _Scored, scored: list[_Scored], table: Table) -> list[str]:
+def _table_rows(item: Scored, scored: list[Scored], table: Table) -> list[str]:
     """The rows of the chosen row's table that match the question best by their own cells (at
     most five, in table order); when only the header matches, the first five rows."""
     unit = item.unit
@@ -704,7 +794,7 @@ def _table_rows(item: _Scored, scored: list[_Scored], table: Table) -> list[str]
 
 
 def _images(
-    shown: list[_Scored], parts: list[SourceParts], question: str, question_terms: set[str]
+    shown: list[Scored], parts: list[SourceParts], question: str, question_terms: set[str]
 ) -> list[tuple[str, str]]:
     """The image lines of cited sources, for image questions and quoted image captions."""
     wants = bool(IMAGE_QUESTION.search(question))
@@ -737,6 +827,41 @@ def _join(blocks: list[tuple[str, str]]) -> str:
             out.append("\n\n" if kind == "table" or blocks[index - 1][0] == "table" else "\n")
         out.append(body)
     return "".join(out)
+
+
+_YES_NO = re.compile(r"[吗么嘛][？?]?\s*$|是否|能否|有没有|能不能|可不可以|支不支持|带不带")
+# Verbs a yes/no question about a product asks with; the feature is what follows them.
+_FEATURE_VERBS = frozenset("支持 有 带 能 可以 是否 能否 配 配备 功能 可".split())
+_ASCII_WORD = re.compile(r"[0-9a-z.+-]+")
+
+
+def unmentioned_feature(question: str, sources: Sequence[AnswerSource]) -> str:
+    """For a yes/no question about a named model's feature, the feature as the question writes it
+    when no source mentions it ("" otherwise): "支持 5G 手机卡吗？" of a manual that never says 5G
+    is not answered by what it says of Mesh."""
+    if not _YES_NO.search(question) or not model_codes(question):
+        return ""
+    folded = normalise(question).lower()
+    spans = [span.lower() for span in model_code_spans(question)]
+    spanned = {word for span in spans for word in span.split()}
+    terms = [t for t in content_terms(question) if t not in spanned and t not in _FEATURE_VERBS and len(t) >= 2
+             # the brand glued before the code ("星河X3"): part of the item's name
+             and not any(f"{t}{span}" in folded.replace(" ", "") for span in (s.replace(" ", "") for s in spans))]
+    if not terms:
+        return ""
+    key = max(terms, key=lambda t: (term_weight(t), -terms.index(t)))
+    text = "\n".join(normalise(f"{s.title}\n{s.text}").lower() for s in sources)
+    if _ASCII_WORD.fullmatch(key):
+        mentioned = re.search(rf"(?<![0-9a-z.]){re.escape(key)}(?![0-9a-z])", text) is not None
+    else:
+        mentioned = key in text
+    if mentioned:
+        return ""
+    # The feature as the question spells it: from its first term to its last.
+    positions = [(folded.find(t), t) for t in terms if folded.find(t) >= 0]
+    start = min(p for p, _ in positions)
+    end = max(p + len(t) for p, t in positions)
+    return normalise(question)[start:end].strip()
 
 
 def _insufficient(question: str) -> str:

@@ -40,6 +40,9 @@ class Tuning:
     caption_chars: int
     delta_chars: int
     common_word_freq: int
+    learned_min_support: float
+    meaning_candidates: int
+    scored_candidates: int
 
 
 def load(path: Path = PATH) -> Tuning:

@@ -829,3 +829,23 @@ def test_a_line_listing_the_whole_range_does_not_answer_about_one_model():
     answer = ask_about(context, "X3 支持 Mesh 吗？")
     # then: the cover's list shares "X3" and "Mesh" (of "星河X5 Mesh") and says nothing of the X3
     assert answer_lines(answer)[0].endswith("[来源 2](citation://2)")
+
+
+def test_a_yes_no_question_about_a_feature_no_source_mentions_is_declined_saying_so():
+    # given: a manual that says what the X3 Pro supports, never 5G
+    context = PRODUCT_CONTEXT.replace("支持 Wi-Fi 6E。", "支持 Wi-Fi 6E、Mesh 组网和双 2.5G 网口。")
+    # when
+    missing = ask_about(context, "星河X3 Pro 支持 5G 手机卡吗？")
+    mentioned = ask_about(context, "星河X3 Pro 支持 Mesh 组网吗？")
+    # then: what it supports answers another question; a feature the sources name is answered
+    assert missing == "根据当前知识库无法确定该问题的答案：资料中没有提到“5G 手机卡”。"
+    assert "Mesh" in mentioned.splitlines()[0] and "citation://1" in mentioned
+
+
+def test_the_yes_no_check_leaves_questions_about_no_product_to_the_words():
+    # given: a carry-over rule that never says 攒 (save up)
+    context = CONTEXT.replace("病假需提供医院证明。", "当年未休完的年假可顺延至次年 3 月 31 日。")
+    # when
+    answer = ask_about(context, "年假能攒到明年用吗？")
+    # then: no model is named, so no feature check: never the "not mentioned" decline
+    assert "资料中没有提到" not in answer

@@ -179,3 +179,45 @@ def prompt_of(question: str, selection, *, history=()) -> str:
     """The user message a chat model is sent for this selection."""
     return user_prompt(answer_request(question=question, selection=selection, history=history,
                                       kb=KnowledgeBase(name="员工手册")))
+
+
+class FixedJudge:
+    """A judge that gives each source a fixed chance, recording what it was asked."""
+
+    threshold = 0.5
+
+    def __init__(self, *chances: float) -> None:
+        self.given = chances
+        self.asked: list[tuple[str, list]] = []
+
+    def chances(self, question, sources):
+        self.asked.append((question, list(sources)))
+        return list(self.given[: len(sources)])
+
+
+def test_evidence_no_word_lets_in_still_answers_when_the_judge_says_so():
+    # given: "加班费" is not a word of the evidence, which says 加班工资
+    docs = [result("法定节假日加班按国家规定支付 300% 工资。"), result("北京办公室位于朝阳区望京 SOHO。")]
+    judge = FixedJudge(0.8, 0.1)
+    # when
+    selection = select_context(question="加班费怎么算", faq_hits=(), doc_results=tuple(docs), plan=plan(),
+                               rules=RULES, judge=judge)
+    # then: the source it judged answering gets in, the other does not, and the trace says why
+    assert [item.text for item in selection.items] == ["法定节假日加班按国家规定支付 300% 工资。"]
+    first, second = selection.candidates
+    assert (first["decided_by"], first["answer_chance"]) == ("evidence_scorer", 0.8)
+    assert second["verdict"] != "kept" and second["answer_chance"] == 0.1
+    assert judge.asked[0][1][0].text == "法定节假日加班按国家规定支付 300% 工资。"
+
+
+def test_the_judge_is_not_asked_when_the_words_let_evidence_in_nor_for_a_model_the_evidence_never_names():
+    judge = FixedJudge(0.99)
+    # when: the words let it in
+    select_context(question="年假有几天？", faq_hits=(), doc_results=(result("年假 7 天。"),), plan=plan(),
+                   rules=RULES, judge=judge)
+    # and: the question names a model the evidence never does
+    other = select_context(question="星河X9 的保修期是多久？", faq_hits=(), doc_results=(result("星河X3 整机保修 2 年。"),),
+                           plan=plan(), rules=RULES, judge=judge)
+    # then
+    assert judge.asked == []
+    assert other.items == ()

@@ -90,3 +90,9 @@ def test_a_long_run_after_a_bracket_is_not_held_forever():
 def test_declined_answers_are_recognised():
     assert is_declined("根据当前知识库无法确定该问题的答案：……")
     assert not is_declined("年假 7 天。")
+    # a model's own words for it, citing nothing
+    assert is_declined("抱歉，资料中没有提到星河X3 Pro 是否支持 5G 手机卡。")
+    assert is_declined("提供的资料未提及该信息，建议联系管理员。")
+    # an answer that cites a source says something, whatever follows
+    assert not is_declined("资料中没有提到 5G，但星河X3 Pro 支持 Wi-Fi 6E。", cited=True)
+    assert not is_declined("年假 7 天，没有提到折算。")

@@ -214,6 +214,19 @@ def test_a_model_that_dies_midway_stores_an_errored_answer_without_evidence(hand
     assert Message.objects.filter(role="user", content="报销要在多久内提交？").exists()
 
 
+def test_a_models_decline_is_stored_as_the_insufficient_context_answer_without_sources(handbook_kb):
+    # given: a model that declines in its own words although evidence was selected
+    model = ScriptedModel(["抱歉，资料中", "没有提到这个问题。"])
+    # when
+    _, result = ask(handbook_kb, "报销要在多久内提交？", model=model)
+    # then: the decline's hit type and no sources, the contact named, the reason traced
+    assert result.hit_type == "insufficient_context"
+    assert result.citations == ()
+    assert result.answer.startswith("抱歉，资料中没有提到这个问题。") and "联系" in result.answer
+    trace = QueryTrace.objects.get()
+    assert trace.insufficient_reason == "answerer_declined"
+
+
 def test_closing_the_stream_cancels_the_model_call_and_stores_a_cancelled_turn(handbook_kb):
     model = ScriptedModel(["第一段", "第二段", "第三段"])
     gen = service(model).run(
