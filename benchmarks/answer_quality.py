@@ -163,7 +163,7 @@ class CurrentAnswerer:
             from engines.providers.e5 import LocalE5Embedder
 
             embedder = LocalE5Embedder(batch_size=16)
-        answerer = ExtractiveAnswerer(meaning=embedder, **({} if self.learned else {"scorer": None}))
+        answerer = ExtractiveAnswerer(meaning=embedder, scorer="default" if self.learned else None)
         return [answerer.answer(parse(prompt)) for prompt in prompts]
 
 

@@ -32,7 +32,7 @@ def extractive_answerer(meaning: Embedder | None) -> ExtractiveAnswerer:
 
 @lru_cache(maxsize=8)
 def _scoring_answerer(meaning: Embedder | None) -> ExtractiveAnswerer | None:
-    answerer = ExtractiveAnswerer(meaning=meaning)
+    answerer = ExtractiveAnswerer(meaning=meaning, scorer="default")
     return answerer if answerer.scorer is not None else None
 
 

@@ -108,7 +108,7 @@ class ExtractiveAnswerer:
     def __init__(
         self, *, min_support: float = 0.25, max_chars: int = 200, meaning: Embedder | None = None,
         min_meaning: float = TUNING.min_meaning, min_coverage: float = TUNING.min_coverage,
-        scorer: LearnedScorer | None | str = "default",
+        scorer: LearnedScorer | None | str = None,
     ) -> None:
         self.min_support = min_support
         self.max_chars = max_chars
@@ -117,8 +117,9 @@ class ExtractiveAnswerer:
         self.meaning = meaning if meaning is not None and meaning.similarity_range else None
         self.min_meaning = min_meaning
         self.min_coverage = min_coverage
-        # The learned scorer ranks the units and decides whether to answer; None keeps the
-        # hand-tuned ranking and gates (the ablation `bench-answers` compares with).
+        # The hand-tuned ranking and gates (None, what the product answers with), or the learned
+        # scorer ranking the units and deciding ("default": the committed weights), which
+        # `bench-answers` and the training run compare with it.
         self.scorer = _default_scorer() if scorer == "default" else scorer
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
@@ -240,15 +241,22 @@ class ExtractiveAnswerer:
         costs an embedding the first time it is seen)."""
         assert self.meaning is not None
         ranked = sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))[:TUNING.meaning_candidates]
+        meanings = self._calibrated([s.unit for s in ranked], parts, question)
+        return {id(s.unit): meaning for s, meaning in zip(ranked, meanings, strict=True)}
+
+    def _calibrated(self, units: Sequence[Unit], parts: list[SourceParts], question: str) -> list[float]:
+        """Each unit's calibrated similarity to the question (a row read under its header),
+        unclipped: above 1 is nearer than a typical answer."""
+        assert self.meaning is not None
         texts = [
-            f"{parts[s.unit.order].tables[s.unit.table].header} {s.unit.text}" if s.unit.table is not None else s.unit.text
-            for s in ranked
+            f"{parts[u.order].tables[u.table].header} {u.text}" if u.table is not None else u.text
+            for u in units
         ]
         query = np.asarray(self.meaning.embed_query(normalise(question)), dtype=np.float64)
         matrix = self._sentence_vectors(texts)
         cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
         low, high = self.meaning.similarity_range
-        return {id(s.unit): (cosine - low) / (high - low) for s, cosine in zip(ranked, cosines.tolist(), strict=True)}
+        return [(cosine - low) / (high - low) for cosine in cosines.tolist()]
 
     def _score(
         self, parts: list[SourceParts], question: str, question_terms: set[str], *, lenient: bool = False
@@ -372,22 +380,14 @@ class ExtractiveAnswerer:
         ][:TUNING.meaning_units]
         if not units:
             return [], {}
-        texts = [
-            f"{parts[u.order].tables[u.table].header} {u.text}" if u.table is not None else u.text
-            for u in units
-        ]
-        query = np.asarray(self.meaning.embed_query(normalise(question)), dtype=np.float64)
-        matrix = self._sentence_vectors(texts)
-        cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
-        low, high = self.meaning.similarity_range
+        meanings = self._calibrated(units, parts, question)
         holds = [question_terms & unit.features for unit in units]
         weights = term_weights(question_terms, holds)
         wants = wanted_shapes(question)
         scored = []
-        for unit, cosine, held in zip(units, cosines.tolist(), holds, strict=True):
+        for unit, meaning, held in zip(units, meanings, holds, strict=True):
             # Unclipped: sentences lie nearer their question than whole chunks, and the order
             # among those above the calibrated range still tells the answer from its neighbours.
-            meaning = (cosine - low) / (high - low)
             if meaning < self.min_meaning:
                 continue
             score = meaning * _answer_likelihood(unit, wants)
@@ -408,17 +408,10 @@ class ExtractiveAnswerer:
         close = [s for s in ranked[:TUNING.close_call_units] if s.score >= ranked[0].score * TUNING.close_call]
         if len(close) < 2:
             return scored
-        texts = [
-            f"{parts[s.unit.order].tables[s.unit.table].header} {s.unit.text}" if s.unit.table is not None else s.unit.text
-            for s in close
-        ]
-        query = np.asarray(self.meaning.embed_query(normalise(question)), dtype=np.float64)
-        matrix = self._sentence_vectors(texts)
-        cosines = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query) + 1e-12)
-        low, high = self.meaning.similarity_range
+        meanings = self._calibrated([s.unit for s in close], parts, question)
         lifted = {
-            id(item): replace(item, score=item.score * (1 + TUNING.meaning_lift * max(0.0, (cosine - low) / (high - low))))
-            for item, cosine in zip(close, cosines.tolist(), strict=True)
+            id(item): replace(item, score=item.score * (1 + TUNING.meaning_lift * max(0.0, meaning)))
+            for item, meaning in zip(close, meanings, strict=True)
         }
         return [lifted.get(id(item), item) for item in scored]
 

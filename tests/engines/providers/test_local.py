@@ -31,25 +31,6 @@ from engines.providers.local import (
 
 REPO = Path(__file__).resolve().parents[3]
 
-CONTEXT = """<knowledge_context>
-[来源 1] 入职指南
-新员工入职需要提交身份证复印件、学历证明和离职证明。人力资源部将在三个工作日内完成审核。
-入职当天请携带一寸照片两张。
-
-[来源 2] 休假制度
-员工年假按工龄计算，工作满一年享受5天年假。病假需提供医院证明。
-</knowledge_context>
-
-问题：{question}"""
-
-
-def ask(question: str) -> list[ChatMessage]:
-    return [
-        ChatMessage("system", "你是企业知识库助手，只根据资料回答。"),
-        ChatMessage("user", CONTEXT.format(question=question)),
-    ]
-
-
 def cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
 
