@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.ports import ChatMessage
+from engines.ports import ChatMessage, ProviderUnavailable
 from tests.chat.answering.notation import PromptAnswerer, request_from
 
 REPO = Path(__file__).resolve().parents[3]
@@ -604,18 +604,6 @@ def test_a_sentence_that_covers_too_little_of_the_question_is_not_quoted():
 
 
 def test_an_embedder_that_fails_makes_the_meaning_fallback_decline_not_fail_the_turn():
-    from engines.ports import ProviderUnavailable
-
-    class Broken:
-        model = "broken"
-        similarity_range = (0.82, 0.92)
-
-        def embed_query(self, text):
-            raise ProviderUnavailable("engine gone")
-
-        def embed_documents(self, texts):
-            raise ProviderUnavailable("engine gone")
-
     messages = [ChatMessage("user", REWORDED.format(question="结婚可以休多少天假？"))]
     assert PromptAnswerer(meaning=Broken()).complete(messages).startswith("根据当前知识库无法确定")
 
@@ -643,18 +631,6 @@ def test_sentences_the_words_score_alike_are_told_apart_by_meaning(e5):
 
 
 def test_an_embedder_that_fails_leaves_close_calls_in_the_order_the_words_gave():
-    from engines.ports import ProviderUnavailable
-
-    class Broken:
-        model = "broken"
-        similarity_range = (0.82, 0.92)
-
-        def embed_query(self, text):
-            raise ProviderUnavailable("engine gone")
-
-        def embed_documents(self, texts):
-            raise ProviderUnavailable("engine gone")
-
     # given / when
     messages = [ChatMessage("user", CLOSE_CALL)]
     # then
@@ -849,3 +825,16 @@ def test_the_yes_no_check_leaves_questions_about_no_product_to_the_words():
     answer = ask_about(context, "年假能攒到明年用吗？")
     # then: no model is named, so no feature check: never the "not mentioned" decline
     assert "资料中没有提到" not in answer
+
+
+class Broken:
+    """A calibrated embedder whose engine is gone."""
+
+    model = "broken"
+    similarity_range = (0.82, 0.92)
+
+    def embed_query(self, text):
+        raise ProviderUnavailable("engine gone")
+
+    def embed_documents(self, texts):
+        raise ProviderUnavailable("engine gone")
