@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .focus import ItemFocus
+
 
 @dataclass(frozen=True)
 class SourceImage:
@@ -40,3 +42,5 @@ class AnswerRequest:
     history: tuple[PastTurn, ...] = ()
     kb_name: str = ""
     contact: str = ""  # whom a reader may ask when the sources do not settle the question
+    # Which items the question is about (the turn's one focus); None: the question's model codes.
+    focus: ItemFocus | None = None

@@ -25,6 +25,7 @@ from knowledge.locators import locator_label
 from knowledge.models import KnowledgeBase
 from retrieval.contracts import NO_ACTIVE_VERSION, FaqHit, RetrievalResult
 
+from ..answering.focus import ItemFocus
 from ..answering.markup import clip, defuse
 from ..answering.ports import EvidenceJudge
 from ..answering.request import AnswerRequest, AnswerSource, PastTurn, SourceImage
@@ -313,12 +314,12 @@ def contact_tail(kb: KnowledgeBase, answer: str) -> str:
 
 
 def answer_request(*, question: str, selection: ContextSelection, history: tuple[HistoryTurn, ...],
-                   kb: KnowledgeBase) -> AnswerRequest:
+                   kb: KnowledgeBase, focus: ItemFocus) -> AnswerRequest:
     """What the answerer is given: the selected items as numbered, typed, defused sources."""
     return AnswerRequest(
         question=question, sources=tuple(_answer_source(item) for item in selection.items),
         history=tuple(PastTurn(question=turn.question, answer=turn.answer) for turn in history),
-        kb_name=kb.name, contact=kb.support_contact or _("知识库管理员"),
+        kb_name=kb.name, contact=kb.support_contact or _("知识库管理员"), focus=focus,
     )
 
 

@@ -24,16 +24,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 
 from engines.ports import ChatMessage, ChatModel, ProviderError
 from engines.glossary import is_foreign
-from engines.lexical import normalise
-from knowledge.items.matching import ItemCatalog, ItemScore, focus_text
-from retrieval.contracts import FaqHit, RetrievalResult
+from engines.lexical import model_codes, normalise
+from knowledge.items.matching import ItemCatalog, ItemScore
 
+from ..answering.focus import ItemFocus
 from ..contracts import Clarification
 
 from .preparation import HistoryTurn
@@ -199,10 +199,14 @@ def decide(scores: tuple[ItemScore, ...], *, rules: ItemRules) -> tuple[str, tup
     return RULE_NONE, ()
 
 
-def item_specific(text: str, *, catalog: ItemCatalog, candidates: tuple[int, ...]) -> bool:
-    """Whether evidence names any of the candidates: what it says may then hold for some of them
-    only. Evidence naming none of them reads the same whichever is meant."""
-    return bool(catalog.items_in(text) & set(candidates))
+def focus_of(confirmation: ItemConfirmation | None, *, catalog: ItemCatalog | None, question: str) -> ItemFocus:
+    """The turn's one item focus: the confirmed items (or the open candidates) over the catalog,
+    and the model codes of the question the answerer reads."""
+    codes = model_codes(question)
+    if confirmation is None or catalog is None or not catalog:
+        return ItemFocus(codes=codes)
+    return ItemFocus(codes=codes, item_ids=confirmation.item_ids,
+                     candidates=tuple(c.item_id for c in confirmation.clarify_candidates), catalog=catalog)
 
 
 def with_item_named(question: str, *, catalog: ItemCatalog, names: list[str]) -> str:
@@ -239,44 +243,6 @@ def _any_at(scores: tuple[ItemScore, ...], floor: float) -> bool:
 
 def _candidate(score: ItemScore) -> ItemCandidate:
     return ItemCandidate(score.item_id, score.name, score.score, score.kind, score.matched)
-
-
-def faq_hits_about(hits: tuple[FaqHit, ...], *, catalog: ItemCatalog, item_ids: tuple[int, ...]) -> tuple[FaqHit, ...]:
-    """The FAQ hits whose question is not about other items only ("星河X3 的保修期是多久？" is
-    not evidence for X3 Pro), each answer read without what it says about other items only."""
-    wanted = set(item_ids)
-    kept = []
-    for hit in hits:
-        named = catalog.items_in(hit.question)
-        if named and not named & wanted:
-            continue
-        answer = focus_text(hit.answer, catalog=catalog, item_ids=item_ids)
-        kept.append(hit if answer == hit.answer else replace(hit, answer=answer))
-    return tuple(kept)
-
-
-def faq_fits(hit: FaqHit, *, confirmation: ItemConfirmation, catalog: ItemCatalog) -> bool:
-    """Whether a FAQ may answer the question directly: not one about other items than those
-    confirmed, and, while the item is open (rule C), not one about a single candidate — that
-    would be the guess the clarifying question is there to avoid."""
-    named = catalog.items_in(hit.question)
-    if not named:
-        return True
-    if confirmation.item_ids:
-        return bool(named & set(confirmation.item_ids))
-    if confirmation.unsure:
-        return len(named & {c.item_id for c in confirmation.candidates}) != 1
-    return True
-
-
-def focus_results(results: tuple[RetrievalResult, ...], *, catalog: ItemCatalog,
-                  item_ids: tuple[int, ...]) -> tuple[RetrievalResult, ...]:
-    """Each result's text without the rows and sentences about other items only."""
-    focused = []
-    for result in results:
-        content = focus_text(result.content, catalog=catalog, item_ids=item_ids)
-        focused.append(result if content == result.content else replace(result, content=content))
-    return tuple(focused)
 
 
 def clarify_answer(clarification: Clarification) -> str:

@@ -11,6 +11,12 @@
     stage 6  generation       streamed through citation enforcement, verified, confidence
     stage 7  persistence      answer + evidence + trace in one transaction
 
+Stages 1–5 are a declared table (`RAGService._table`, `stages.Stage`): each reads the turn's
+typed slots and fills its own or ends the turn with a `FinalAnswer`; the runner sends each
+stage's status, gives the database connection back before a stage that may wait, times it and
+checks for cancellation after it. Which items the question is about is one value, the turn's
+`ItemFocus`, set by the item confirmation and read by retrieval, context and the answerer.
+
 Streaming and non-streaming callers share this one generator: everything up to
 the `Evidence` event is preparation and raises ordinary errors; after it the answer streams.
 Closing the generator or setting `cancel` stops it: retrieval and the model call are abandoned
@@ -29,6 +35,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
 
 from engines.lexical import visible_text
 from engines.ports import ChatModel, ProviderError
@@ -87,10 +94,7 @@ from .items import (
     ModelItemExtractor,
     clarify_answer,
     confirm_items,
-    faq_fits,
-    faq_hits_about,
-    focus_results,
-    item_specific,
+    focus_of,
 )
 from .generation import AnswerFilter, afiltered_stream, filtered_stream, is_declined
 from .preparation import (
@@ -101,6 +105,7 @@ from .preparation import (
     prepare_retrieval,
 )
 from .routing import decide_route
+from .stages import FinalAnswer, Searches, Stage
 from .rules import Rules, load_rules
 from .state import GenerationReport, TurnState
 
@@ -208,9 +213,8 @@ class RAGService:
             kb_id=turn.kb.slug, kb_name=turn.kb.name, kb_version=turn.kb_version, data_scope=turn.data_scope,
         )
         # Built inside the turn: a knowledge base the deployment cannot serve is a traced failure.
-        retrieval = self._retrieval(turn.scope)
-        faqs = self._faqs(turn.scope)
-        return (yield from self._stages(turn, rules=turn.rules, retrieval=retrieval, faqs=faqs))
+        searches = Searches(documents=self._retrieval(turn.scope), faqs=self._faqs(turn.scope))
+        return (yield from self._stages(turn, searches=searches))
 
     def stream(self, pending: PendingAnswer) -> Iterator[Event]:
         """Stage 6, the model's answer read in this thread."""
@@ -284,127 +288,148 @@ class RAGService:
 
     # --- stages 1–7 -------------------------------------------------------------------------
 
-    def _stages(self, turn: TurnState, *, rules: Rules, retrieval: DocumentSearch,
-                faqs: FaqSearch) -> Generator[Event, None, PendingAnswer | None]:
-        yield Status("route", _("正在进行查询路由..."))
-        with turn.stage("route"):
-            route = decide_route(question=turn.question, kb=turn.kb, also_kb_ids=turn.also_kb_ids, rules=rules,
-                                 faqs=faqs, cancel=turn.cancel)
+    def _table(self) -> tuple[Stage, ...]:
+        """Stages 1–5, in order. The turn holds a connection only while it reads or writes: it
+        gives it back before each stage that may wait on a model or an index (a follow-up
+        rewrite, a model reading the item, a remote query embedding, HyDE) and takes one again
+        for its next query."""
+        return (
+            Stage("route", self._route, status=_lazy("正在进行查询路由...")),
+            Stage("prepare", self._prepare, status=_lazy("正在识别问题意图..."), waits=True),
+            Stage("item_confirm", self._confirm_items, status=_lazy("正在确认问题涉及的产品..."), waits=True,
+                  applies=lambda turn: bool(turn.catalog)),
+            Stage("faq_search", self._search_faqs, status=_lazy("正在检索业务 FAQ 知识库...")),
+            Stage("doc_search", self._search_documents, status=_lazy("正在匹配相关业务资料..."), waits=True),
+            Stage("context_build", self._build_context),
+        )
+
+    def _stages(self, turn: TurnState, *, searches: Searches) -> Generator[Event, None, PendingAnswer | None]:
+        """The stage table, then the answerer: a stage's final answer ends the turn there."""
+        for stage in self._table():
+            if not stage.applies(turn):
+                continue
+            if stage.status is not None:
+                yield Status(stage.name, str(stage.status))
+            if stage.waits:
+                release_connection()
+            with turn.stage(stage.name):
+                final = stage.run(turn, searches)
+            if final is not None:
+                yield from self._single_answer(turn, hit_type=final.hit_type, answer=final.answer,
+                                               intent=final.intent, citations=final.citations,
+                                               top_score=final.top_score, faq_ids=final.faq_ids,
+                                               clarify=final.clarify)
+                return None
+            turn.check_cancelled()
+        answerer = self._answerer(self._model())
+        turn.model_name = answerer.name
+        return (yield from self._begin_generation(turn, answerer=answerer))
+
+    # --- stages 1–5 -------------------------------------------------------------------------
+
+    def _route(self, turn: TurnState, searches: Searches) -> FinalAnswer | None:
+        """Stage 1: a direct answer, an exact FAQ, or retrieval."""
+        route = decide_route(question=turn.question, kb=turn.kb, also_kb_ids=turn.also_kb_ids, rules=turn.rules,
+                             faqs=searches.faqs, cancel=turn.cancel)
         turn.route = route
         if route.fast_faq is not None:
             turn.record_search(cache=route.fast_faq.cache, degradations=route.fast_faq.degradations)
         if route.route == Route.DIRECT_ANSWER:
-            yield from self._single_answer(turn, hit_type=HitType.DIRECT_ANSWER, answer=route.answer,
-                                           intent=route.intent, citations=(), top_score=0.0)
-            return None
+            return FinalAnswer(HitType.DIRECT_ANSWER, route.answer, route.intent)
         if route.route == Route.FAQ_EXACT:
-            yield from self._single_answer(turn, hit_type=HitType.FAQ_EXACT, answer=route.answer,
-                                           intent=route.intent,
-                                           citations=(faq_citation(route.faq_hit, bases=turn.bases),),
-                                           top_score=1.0, faq_ids=(route.faq_hit.faq_id,))
-            return None
+            return FinalAnswer(HitType.FAQ_EXACT, route.answer, route.intent,
+                               citations=(faq_citation(route.faq_hit, bases=turn.bases),), top_score=1.0,
+                               faq_ids=(route.faq_hit.faq_id,))
+        return None
 
-        yield Status("prepare", _("正在识别问题意图..."))
-        # The turn holds a connection only while it reads or writes: it gives it back before
-        # each stage that may wait on a model or an index (a follow-up rewrite, a remote query
-        # embedding, HyDE, the answer itself) and takes one again for the next query.
-        release_connection()
-        with turn.stage("prepare"):
-            prepared, degradations = prepare_retrieval(
-                question=turn.question, history=turn.history, options=turn.query.options, rules=rules,
-                rewriter=self._follow_up_rewriter(rules),
-            )
+    def _prepare(self, turn: TurnState, searches: Searches) -> None:
+        """Stage 2: history, the follow-up rewrite, intent, plan and variants; then the item
+        catalog the confirmation scores against."""
+        rules = turn.rules
+        prepared, degradations = prepare_retrieval(
+            question=turn.question, history=turn.history, options=turn.query.options, rules=rules,
+            rewriter=self._follow_up_rewriter(rules),
+        )
         turn.degradations.extend(degradations)
         turn.preparation = prepared
-        turn.check_cancelled()
+        turn.catalog = catalog_for(kb_ids=[kb.pk for kb in turn.scope])
+        turn.focus = focus_of(None, catalog=None, question=prepared.rewritten_query)
 
-        catalog = catalog_for(kb_ids=[kb.pk for kb in turn.scope])
-        if catalog:
-            yield Status("item_confirm", _("正在确认问题涉及的产品..."))
-            release_connection()
-            with turn.stage("item_confirm"):
-                confirmation, degradations = confirm_items(
-                    question=prepared.rewritten_query, history=turn.history, follow_up=prepared.follow_up,
-                    catalog=catalog, rules=rules.items, chosen_item_ids=turn.query.item_ids,
-                    extractor=self._item_extractor(rules),
-                )
-            turn.degradations.extend(degradations)
-            turn.items = confirmation
-            turn.catalog = catalog
-            if confirmation.question != prepared.rewritten_query:
-                prepared = replace(prepared, rewritten_query=confirmation.question,
-                                   variants=(confirmation.question, *prepared.variants[1:]))
-                turn.preparation = prepared
-            turn.check_cancelled()
+    def _confirm_items(self, turn: TurnState, searches: Searches) -> None:
+        """Stage 2b: which item the question is about, and the focus every later stage reads."""
+        prepared, catalog = turn.preparation, turn.catalog
+        assert prepared is not None and catalog is not None
+        confirmation, degradations = confirm_items(
+            question=prepared.rewritten_query, history=turn.history, follow_up=prepared.follow_up,
+            catalog=catalog, rules=turn.rules.items, chosen_item_ids=turn.query.item_ids,
+            extractor=self._item_extractor(turn.rules),
+        )
+        turn.degradations.extend(degradations)
+        turn.items = confirmation
+        if confirmation.question != prepared.rewritten_query:
+            prepared = replace(prepared, rewritten_query=confirmation.question,
+                               variants=(confirmation.question, *prepared.variants[1:]))
+            turn.preparation = prepared
+        turn.focus = focus_of(confirmation, catalog=catalog, question=prepared.rewritten_query)
 
-        yield Status("faq_search", _("正在检索业务 FAQ 知识库..."))
-        with turn.stage("faq_search"):
-            faq_stage = search_faq(question=turn.question, kb=turn.kb, also_kb_ids=turn.also_kb_ids,
-                                   prepared=prepared, route=route, faqs=faqs, cancel=turn.cancel)
-        if (faq_stage.direct is not None and turn.items is not None and turn.catalog is not None
-                and not faq_fits(faq_stage.direct, confirmation=turn.items, catalog=turn.catalog)):
+    def _search_faqs(self, turn: TurnState, searches: Searches) -> FinalAnswer | None:
+        """Stage 3: FAQ retrieval; a FAQ above the direct threshold answers, unless it is about
+        another item than the question's."""
+        prepared, route = turn.preparation, turn.route
+        assert prepared is not None and route is not None
+        faq_stage = search_faq(question=turn.question, kb=turn.kb, also_kb_ids=turn.also_kb_ids,
+                               prepared=prepared, route=route, faqs=searches.faqs, cancel=turn.cancel)
+        if faq_stage.direct is not None and turn.items is not None and not turn.focus.admits_faq(
+                faq_stage.direct.question):
             turn.items = replace(turn.items, faq_set_aside=faq_stage.direct.faq_id)
             faq_stage = replace(faq_stage, direct=None, direct_kind="")
         turn.faq = faq_stage
         if not faq_stage.reused_fast_path:
             turn.record_search(cache=faq_stage.response.cache, degradations=faq_stage.response.degradations)
-        if faq_stage.direct is not None:
-            hit = faq_stage.direct
-            hit_type = HitType.FAQ_EXACT if faq_stage.direct_kind == "exact" else HitType.FAQ_DIRECT
-            yield from self._single_answer(turn, hit_type=hit_type, answer=hit.answer, intent=prepared.intent,
-                                           citations=(faq_citation(hit, bases=turn.bases),), top_score=hit.score,
-                                           faq_ids=(hit.faq_id,))
+        if faq_stage.direct is None:
             return None
-        turn.check_cancelled()
+        hit = faq_stage.direct
+        return FinalAnswer(HitType.FAQ_EXACT if faq_stage.direct_kind == "exact" else HitType.FAQ_DIRECT,
+                           hit.answer, prepared.intent, citations=(faq_citation(hit, bases=turn.bases),),
+                           top_score=hit.score, faq_ids=(hit.faq_id,))
 
-        yield Status("doc_search", _("正在匹配相关业务资料..."))
-        release_connection()
-        with turn.stage("doc_search"):
-            documents = retrieval.retrieve(_retrieval_request(turn, prepared), cancel=turn.cancel)
+    def _search_documents(self, turn: TurnState, searches: Searches) -> None:
+        """Stage 4: the same retrieval the API and the hit test use."""
+        assert turn.preparation is not None
+        documents = searches.documents.retrieve(_retrieval_request(turn, turn.preparation), cancel=turn.cancel)
         turn.record_search(cache=documents.trace.cache, degradations=documents.trace.degradations)
         turn.documents = documents
-        turn.check_cancelled()
 
-        with turn.stage("context_build"):
-            results, faq_hits = documents.results, faq_stage.response.hits
-            if turn.items is not None and turn.items.item_ids and turn.catalog is not None:
-                # Rows and sentences of shared text (one table for the whole range) about other
-                # items only are not read: "X3 Pro 的保修期" must not be answered with X3's too.
-                results = focus_results(results, catalog=turn.catalog, item_ids=turn.items.item_ids)
-                faq_hits = faq_hits_about(faq_hits, catalog=turn.catalog, item_ids=turn.items.item_ids)
-            elif turn.items is not None and turn.items.unsure and turn.catalog is not None:
-                # While the item is open, a FAQ about one candidate is a guess at it.
-                faq_hits = tuple(hit for hit in faq_hits
-                                 if faq_fits(hit, confirmation=turn.items, catalog=turn.catalog))
-            selection = select_context(
-                question=prepared.rewritten_query, faq_hits=faq_hits,
-                doc_results=results, plan=prepared.plan, rules=rules.context,
-                empty_reason=documents.trace.empty_reason, judge=self._judge(),
-                answerer_judges=self._answerer_writes(),
-            )
-            citations = build_citations(selection.items, question=prepared.rewritten_query, bases=turn.bases)
+    def _build_context(self, turn: TurnState, searches: Searches) -> FinalAnswer | None:
+        """Stage 5: the evidence the answer may use, numbered and cited; or a clarifying
+        question, or the insufficient-context answer."""
+        prepared, documents, faq_stage = turn.preparation, turn.documents, turn.faq
+        assert prepared is not None and documents is not None and faq_stage is not None
+        # Rows and sentences of shared text (one table for the whole range) about other items
+        # only are not read: "X3 Pro 的保修期" must not be answered with X3's too.
+        selection = select_context(
+            question=prepared.rewritten_query, faq_hits=turn.focus.faq_hits(faq_stage.response.hits),
+            doc_results=turn.focus.results(documents.results), plan=prepared.plan, rules=turn.rules.context,
+            empty_reason=documents.trace.empty_reason, judge=self._judge(),
+            answerer_judges=self._answerer_writes(),
+        )
         turn.selection = selection
+        turn.citations = build_citations(selection.items, question=prepared.rewritten_query, bases=turn.bases)
         clarification = self._clarification(turn, selection)
         if clarification is not None:
             turn.clarification = clarification
-            yield from self._single_answer(turn, hit_type=HitType.CLARIFY, answer=clarify_answer(clarification),
-                                           intent=prepared.intent, citations=(), top_score=selection.top_score,
-                                           clarify=clarification)
-            return None
+            return FinalAnswer(HitType.CLARIFY, clarify_answer(clarification), prepared.intent,
+                               top_score=selection.top_score, clarify=clarification)
         if not selection.items:
-            yield from self._single_answer(turn, hit_type=HitType.INSUFFICIENT_CONTEXT,
-                                           answer=decline_answer(turn.kb, reason=selection.insufficient_reason),
-                                           intent=prepared.intent,
-                                           citations=(), top_score=selection.top_score)
-            return None
-        answerer = self._answerer(self._model())
-        turn.model_name = answerer.name
-        return (yield from self._begin_generation(turn, prepared=prepared, selection=selection,
-                                                  citations=citations, answerer=answerer, rules=rules))
+            return FinalAnswer(HitType.INSUFFICIENT_CONTEXT,
+                               decline_answer(turn.kb, reason=selection.insufficient_reason), prepared.intent,
+                               top_score=selection.top_score)
+        return None
 
-    def _begin_generation(self, turn: TurnState, *, prepared: Preparation, selection: ContextSelection,
-                          citations: tuple[Citation, ...], answerer: Answerer,
-                          rules: Rules) -> Generator[Event, None, PendingAnswer]:
+    def _begin_generation(self, turn: TurnState, *, answerer: Answerer) -> Generator[Event, None, PendingAnswer]:
+        """Stage 6 begins: the evidence sent, what the answerer is given."""
+        prepared, selection, citations, rules = turn.preparation, turn.selection, turn.citations, turn.rules
+        assert prepared is not None and selection is not None
         evidence_confidence = calculate_evidence_confidence(
             hit_type=HitType.RAG, retrieval_top_score=selection.top_score, context_count=len(selection.items),
             source_count=len(selection.sources), intent_rule_score=prepared.intent.rule_score,
@@ -414,7 +439,7 @@ class RAGService:
         yield Status("generation", _("正在生成回答..."))
 
         request = answer_request(question=prepared.rewritten_query, selection=selection,
-                                 history=prepared.history, kb=turn.kb)
+                                 history=prepared.history, kb=turn.kb, focus=turn.focus)
         answer_filter = AnswerFilter(
             valid_numbers={c.number for c in citations},
             asset_ids={asset.id for item in selection.items if item.result for asset in item.result.assets},
@@ -502,14 +527,14 @@ class RAGService:
         others. Asked when the best evidence is about some of them (a price table, one model's
         sentence), since answering would be a guess; not when it names none of them (the
         management address, the same on every model), nor when nothing answers at all."""
-        confirmation, catalog = turn.items, turn.catalog
-        if confirmation is None or catalog is None or not confirmation.unsure:
+        confirmation = turn.items
+        if confirmation is None or not turn.focus.unsure:
             return None
         candidates = confirmation.clarify_candidates
         documents = [item for item in selection.items if item.kind == "chunk"]
         if len(candidates) < 2 or not documents:
             return None
-        if not item_specific(documents[0].text, catalog=catalog, candidates=tuple(c.item_id for c in candidates)):
+        if not turn.focus.names_candidate(documents[0].text):
             return None
         mention = next((c.matched for c in candidates if c.matched), "")
         return Clarification(
@@ -695,7 +720,7 @@ def _retrieval_request(turn: TurnState, prepared: Preparation) -> RetrievalReque
         document_ids=plan.document_ids,
         context_variants=tuple(prepared.variants[1:]),
         filters=plan.filters,
-        item_ids=turn.items.item_ids if turn.items is not None else (),
+        item_ids=turn.focus.item_ids,
         # The asked knowledge base's switch decides, as its other settings do for the scope.
         enable_web_search=turn.kb.web_search_enabled and web_search_configured(),
     )

@@ -32,9 +32,11 @@ from ragsite.telemetry import capture_content, mark_failed, start_child_span, st
 from retrieval.contracts import CacheEvent, CacheSummary, RetrievalCancelled, RetrievalResponse, StageTiming
 
 from .. import services
+from ..answering.focus import ItemFocus
 from ..contracts import (
     AnswerConfidence,
     ChatQuery,
+    Citation,
     Clarification,
     HitType,
     IntentResult,
@@ -96,8 +98,12 @@ class TurnState:
 
     delivered: list[str] = field(default_factory=list)
     stored: bool = False  # the answer and its evidence are committed: nothing left to fail
-    # The item catalog the confirmation scored against, for the stages after it.
+    # The item catalog of the bases read (read in preparation), and which items the question is
+    # about: the one focus every stage after the confirmation reads.
     catalog: ItemCatalog | None = None
+    focus: ItemFocus = field(default_factory=ItemFocus)
+    # The numbered citations of the selected evidence (stage 5).
+    citations: tuple[Citation, ...] = ()
 
     timings: list[StageTiming] = field(default_factory=list)
     first_token_ms: float | None = None

@@ -30,6 +30,7 @@ from engines.providers.local import lexical_features, normalise, unit_features
 from engines.synonyms import synonyms
 from engines.tokens import count_tokens
 
+from ..focus import ItemFocus
 from ..request import AnswerRequest, AnswerSource
 from .question import (
     ANSWER_SHAPES,
@@ -129,11 +130,12 @@ class ExtractiveAnswerer:
 
     def answer(self, request: AnswerRequest, *, max_tokens: int = 1024) -> str:
         """The whole answer's text (markdown with citation markers)."""
-        return self._answer(list(request.sources), request.question, max_tokens=max_tokens)
+        focus = request.focus if request.focus is not None else ItemFocus.of_question(request.question)
+        return self._answer(list(request.sources), request.question, focus, max_tokens=max_tokens)
 
     # -- answer --
 
-    def _answer(self, sources: list[AnswerSource], question: str, *, max_tokens: int) -> str:
+    def _answer(self, sources: list[AnswerSource], question: str, focus: ItemFocus, *, max_tokens: int) -> str:
         if is_foreign(question):
             # The sources are Chinese: compare them with the Chinese words the question names.
             question = rendering(question, "\n".join(f"{s.title}\n{s.text}" for s in sources)) or question
@@ -143,10 +145,10 @@ class ExtractiveAnswerer:
             # of the X3 Pro ("支持 Mesh") answers another question.
             return f"根据当前知识库无法确定该问题的答案：资料中没有提到“{missing}”。"
         if self.scorer is not None:
-            return self._answer_learned(sources, question, max_tokens=max_tokens)
+            return self._answer_learned(sources, question, focus, max_tokens=max_tokens)
         parts = [source_parts(source, order) for order, source in enumerate(sources)]
         question_terms = terms_of_question(question)
-        scored, weights = self._score(parts, question, question_terms)
+        scored, weights = self._score(parts, question, question_terms, focus)
         by_words = bool(scored)
         if not scored and self.meaning is not None:
             try:
@@ -164,18 +166,19 @@ class ExtractiveAnswerer:
                 logger.warning("meaning tie-break unavailable (%s): keeping the lexical order", exc.code)
         if not scored:
             return _insufficient(question)
-        chosen = _lead_with_comparison(self._choose(scored, weights), scored, parts, question)
+        chosen = _lead_with_comparison(self._choose(scored, weights), scored, parts, question, focus.codes)
         if by_words and not _covers_question(chosen[0].unit, parts, question, self.min_coverage):
             # The best sentence, read under its source's title, says too little of what was
             # asked: quoting it would answer another question.
             return _insufficient(question)
-        blocks = self._render(chosen, scored, parts, question, question_terms, max_tokens)
+        blocks = self._render(chosen, scored, parts, question, question_terms, focus, max_tokens)
         return _join(blocks)
 
-    def _answer_learned(self, sources: list[AnswerSource], question: str, *, max_tokens: int) -> str:
+    def _answer_learned(self, sources: list[AnswerSource], question: str, focus: ItemFocus, *,
+                        max_tokens: int) -> str:
         """The learned scorer's probability ranks the units and decides: below its threshold the
         evidence does not answer, whatever single word it lacks or holds."""
-        found = self.candidates(sources, question)
+        found = self.candidates(sources, question, focus)
         if not found.scored:
             return _insufficient(question)
         assert self.scorer is not None
@@ -187,16 +190,19 @@ class ExtractiveAnswerer:
         first = found.scored[int(chances.argmax())]
         top = max(item.score for item in found.every)
         scored = [replace(item, score=top * 1.001) if item is first else item for item in found.every]
-        chosen = _lead_with_comparison(self._choose(scored, found.weights), scored, found.parts, question)
-        blocks = self._render(chosen, scored, found.parts, question, found.question_terms, max_tokens)
+        chosen = _lead_with_comparison(self._choose(scored, found.weights), scored, found.parts, question,
+                                       focus.codes)
+        blocks = self._render(chosen, scored, found.parts, question, found.question_terms, focus, max_tokens)
         return _join(blocks)
 
-    def candidates(self, sources: Sequence[AnswerSource], question: str) -> Candidates:
+    def candidates(self, sources: Sequence[AnswerSource], question: str,
+                   focus: ItemFocus | None = None) -> Candidates:
         """Every unit the words anchor to the question (or, when none, the nearest in meaning),
         with its feature row: what the learned scorer reads, at answer time and in training."""
         parts = [source_parts(source, order) for order, source in enumerate(sources)]
         question_terms = terms_of_question(question)
-        scored, weights = self._score(parts, question, question_terms, lenient=True)
+        focus = focus if focus is not None else ItemFocus.of_question(question)
+        scored, weights = self._score(parts, question, question_terms, focus, lenient=True)
         meaning: dict[int, float] = {}
         if self.meaning is not None:
             try:
@@ -259,7 +265,8 @@ class ExtractiveAnswerer:
         return [(cosine - low) / (high - low) for cosine in cosines.tolist()]
 
     def _score(
-        self, parts: list[SourceParts], question: str, question_terms: set[str], *, lenient: bool = False
+        self, parts: list[SourceParts], question: str, question_terms: set[str], focus: ItemFocus, *,
+        lenient: bool = False,
     ) -> tuple[list[Scored], dict[str, float]]:
         """Units the question's words anchor, with their support and hand-tuned score. `lenient`
         (for the learned scorer): sources without the question's distinctive words still give
@@ -304,7 +311,7 @@ class ExtractiveAnswerer:
         } if alternatives else {}
         total = math.fsum(weights.values())
         wants = wanted_shapes(question)
-        asked_models = model_codes(question)
+        asked_models = focus.codes
         scored: list[Scored] = []
         for part in parts:
             nearby_terms = question_terms & part.terms
@@ -333,10 +340,10 @@ class ExtractiveAnswerer:
                 said_otherwise = synonymous.get(id(unit), set()) - matched - scoped
                 if not (matched | scoped | said_otherwise) & anchors:
                     continue
-                named = model_codes(unit.text) if asked_models else frozenset()
-                if asked_models and _about_other_models(named, asked_models):
+                if focus.about_others(unit.text):
                     # "星河X3 整机保修 2 年" never answers a question about X3 Pro.
                     continue
+                named = model_codes(unit.text) if asked_models else frozenset()
                 nearby = nearby_terms - matched - scoped - said_otherwise
                 # fsum: exact, so equal evidence gives equal support in every process (a plain
                 # sum over a set depends on its order, and ties would flip between runs).
@@ -470,6 +477,7 @@ class ExtractiveAnswerer:
         parts: list[SourceParts],
         question: str,
         question_terms: set[str],
+        focus: ItemFocus,
         max_tokens: int,
     ) -> list[tuple[str, str]]:
         """("text" | "table" | "image", markdown) blocks within the character and token budget."""
@@ -492,7 +500,7 @@ class ExtractiveAnswerer:
                 # The row's own name picks no column: "星河X5 Mesh 多少钱？" does not ask for the
                 # "支持 Mesh" column because the item's name holds "Mesh".
                 key_terms = unit_features(_cells(rows[0])[0]) if len(rows) == 1 else set()
-                asked = _model_columns(table.header, question) or _asked_columns(table.header, question_terms - key_terms)
+                asked = _model_columns(table.header, focus.codes) or _asked_columns(table.header, question_terms - key_terms)
                 if (not asked and len(rows) == 1 and "money" in wanted_shapes(question)
                         and not _column_matches(table.header, question_terms - key_terms)):
                     # "多少钱？" names no column: the row's prices are what it asks for.
@@ -501,7 +509,7 @@ class ExtractiveAnswerer:
                     # Items as columns: of their rows, the prices ("多少钱？" names no row).
                     priced = [row for row in rows if any(ANSWER_SHAPES["money"].search(_cells(row)[i]) for i in asked if i < len(_cells(row)))]
                     rows = priced or rows
-                compared = _compared_rows(table, question)
+                compared = _compared_rows(table, question, focus.codes)
                 if compared:
                     # "对比 X1、X3、X3 Pro 的价格": the named items' rows, the columns asked for.
                     rows, asked = compared, sorted(_column_matches(table.header, question_terms))
@@ -544,11 +552,6 @@ class ExtractiveAnswerer:
 
 
 _FIGURE = re.compile(r"\d+(?:[.:：]\d+)?")
-
-
-def _about_other_models(named: frozenset[str], asked: frozenset[str]) -> bool:
-    """The text names models (`named`, its `model_codes`), none of them one the question asks about."""
-    return bool(named) and not (named & asked)
 
 
 _MAX_MONEY_COLUMNS = 3  # more prices than that in one row is a price list: the row shows whole
@@ -605,20 +608,18 @@ def _gap(value: str) -> str:
     return " " if value[:1].isascii() and value[:1].isalnum() else ""
 
 
-def _compared_rows(table: Table, question: str) -> list[str]:
+def _compared_rows(table: Table, question: str, models: frozenset[str]) -> list[str]:
     """For a comparison of two or more named models, the table's rows about them (in table
     order); [] otherwise. Every column the question names is shown with them ("价格和保修期")."""
-    models = model_codes(question)
     if len(models) < 2 or not _COMPARISON.search(question):
         return []
     rows = [row for row in table.rows if model_codes(_cells(row)[0]) & models]
     return rows if len(rows) >= 2 else []
 
 
-def _model_columns(header: str, question: str) -> list[int]:
+def _model_columns(header: str, asked: frozenset[str]) -> list[int]:
     """In a table of items as columns ("| 项目 | 星河X3 | 星河X3 Pro |"), the columns of the models
-    the question names, and only those: X3's question reads X3's column, never X3 Pro's."""
-    asked = model_codes(question)
+    the question names (`asked`), and only those: X3's question reads X3's column, never X3 Pro's."""
     if not asked:
         return []
     names = _cells(header)
@@ -632,18 +633,17 @@ def _money_columns(row: str) -> list[int]:
 
 
 def _lead_with_comparison(
-    chosen: list[Scored], scored: list[Scored], parts: list[SourceParts], question: str
+    chosen: list[Scored], scored: list[Scored], parts: list[SourceParts], question: str, models: frozenset[str]
 ) -> list[Scored]:
     """For a comparison of named models, a table row whose table lists more of them than the
     first chosen line names goes first: its rows answer for every model ("星河X1、X3、X3 Pro 的保修期
     分别是多久？" is the table's three rows, not a sentence that names two of them)."""
-    models = model_codes(question)
     if len(models) < 2 or not _COMPARISON.search(question):
         return chosen
     def named(item: Scored) -> int:
         if item.unit.table is None:
             return len(model_codes(item.unit.text) & models)
-        rows = _compared_rows(parts[item.unit.order].tables[item.unit.table], question)
+        rows = _compared_rows(parts[item.unit.order].tables[item.unit.table], question, models)
         return len(set().union(*(model_codes(_cells(row)[0]) for row in rows)) & models) if rows else 0
     tables = [item for item in scored if item.unit.table is not None]
     if not tables:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from chat.answering.focus import ItemFocus
 from chat.answering.markup import defuse
 from chat.answering.model import system_prompt, user_prompt
 from chat.pipeline.context import answer_request, select_context
@@ -130,7 +131,8 @@ def test_long_copies_are_deduplicated_after_clipping_and_faq_answers_stay_within
     selection = select("年假规定", faqs=faqs, docs=docs)
     # then: one copy of the document, and no source (the FAQ's answer included) over its budget
     assert [c["verdict"] for c in selection.candidates if c["kind"] == "chunk"] == ["kept", "duplicate"]
-    sources = answer_request(question="年假规定", selection=selection, history=(), kb=KnowledgeBase(name="手册")).sources
+    sources = answer_request(question="年假规定", selection=selection, history=(), kb=KnowledgeBase(name="手册"),
+                             focus=ItemFocus()).sources
     assert all(len(source.text) <= RULES.max_context_doc_chars + 1 for source in sources)
 
 
@@ -178,7 +180,7 @@ def test_an_english_question_is_matched_with_the_chinese_words_it_names():
 def prompt_of(question: str, selection, *, history=()) -> str:
     """The user message a chat model is sent for this selection."""
     return user_prompt(answer_request(question=question, selection=selection, history=history,
-                                      kb=KnowledgeBase(name="员工手册")))
+                                      kb=KnowledgeBase(name="员工手册"), focus=ItemFocus.of_question(question)))
 
 
 class FixedJudge:

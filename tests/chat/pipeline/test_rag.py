@@ -284,6 +284,28 @@ def test_a_cancel_event_stops_the_turn_between_stages(handbook_kb, recording_mod
     assert [t["stage"] for t in trace.stage_timings] == ["route", "prepare"]
 
 
+def test_the_stage_runner_checks_cancellation_after_a_stage_that_does_not(handbook_kb, recording_model):
+    # given: the reader goes away while the context is built (which never looks at the cancel
+    # event itself: the judge it asks for is where the reader's going is noticed here)
+    cancel = threading.Event()
+
+    def judge_after_cancel():
+        cancel.set()
+        return None
+
+    rag = RAGService(answerer=lambda _chat_model: recording_model, judge=judge_after_cancel)
+    # when
+    with pytest.raises(TurnCancelled):
+        list(rag.run(query=ChatQuery(knowledge_base_id=handbook_kb.slug, question="报销要在多久内提交？"),
+                     requester=Requester(AnonymousUser(), session_key="s"), cancel=cancel))
+    # then: the stage finished and was timed; the answerer was never asked
+    assert recording_model.calls == []
+    trace = QueryTrace.objects.get()
+    assert trace.status == "cancelled"
+    assert [t["stage"] for t in trace.stage_timings] == ["route", "prepare", "faq_search", "doc_search",
+                                                         "context_build"]
+
+
 def test_injected_instructions_change_neither_the_prompt_nor_the_citations(milvus, run_tasks, media_root, staff_user):
     from tests.conftest import make_kb
 
