@@ -12,16 +12,17 @@ the citation's `text`. A reader then lands on that sentence, not on the whole ch
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from chat.contracts import Citation, SupportSpan
-from engines.lexical import content_terms, coverage, sentence_spans
+from engines.lexical import content_terms, coverage, normalise, sentence_spans
 from knowledge.locators import locator_label
 
 from .confidence import fact_units
 from .context import ContextItem
+from .generation import is_declined
 
 _CITATION = re.compile(r"\[来源 (\d+)\]\(citation://\d+\)")
 _IMAGE = re.compile(r"!\[[^\]\n]*\]\(asset://\d+\)")
@@ -253,3 +254,155 @@ def _in_chunk(citation: Citation, sentence: str, chunk_texts: Mapping[int, str])
         if position >= 0:
             return chunk_id, position, position + len(sentence)
     return citation.chunk_id, -1, -1
+
+
+# --- citations an answerer omitted ---------------------------------------------------------------
+
+_MARKER_AT_START = re.compile(r"\s*\[来源 (\d+)\]\(citation://\d+\)")
+# Where a sentence ends: the text up to here is one claim. Full-width marks and line breaks
+# only: ASCII ones also stand inside entities the answer filter wrote ("&lt;"), image markup
+# ("![…]") and numbers.
+_SENTENCE_END = re.compile(r"[。！？；]+|\n")
+
+
+class EvidenceCiter:
+    """The answer as it streams, each sentence that carries no citation marker given the marker
+    of the source it rests on: the source whose text holds the largest share of the sentence's
+    content words, when that share reaches `min_support` (chosen from
+    `benchmarks/citation_attachment.py`). A small model that cites nothing is then cited
+    sentence by sentence, not with a trailing list of sources.
+
+    Text goes out as it comes; only a sentence's end ("。", a line break) is held until the next
+    text shows whether the answerer's own marker follows it ("。[来源 2](…)"). An attached marker
+    goes before the end. Declines, table rows, headings, images, code and sentences resting on
+    no source get nothing. Fed the answer filter's output, whose markers are whole."""
+
+    def __init__(self, sources: Mapping[int, str], *, min_support: float) -> None:
+        self._sources = {number: normalise(text) for number, text in sources.items()}
+        self.min_support = min_support
+        self.attached: list[int] = []  # the markers added, by source number
+        self._pending = ""  # text after a held end, not yet enough to decide on
+        self._sentence = ""  # the current sentence as sent so far
+        self._line = ""  # the current line as sent so far (a table row, a heading, a code fence)
+        self._end: str | None = None  # the current sentence's end, held
+        self._in_code = False
+
+    def feed(self, text: str) -> str:
+        self._pending += text
+        return self._drain(final=False)
+
+    def flush(self) -> str:
+        return self._drain(final=True)
+
+    def release(self) -> str:
+        """What is held, as it is (the stream broke: nothing is attached to a cut answer)."""
+        held = (self._end or "") + self._pending
+        self._end, self._pending = None, ""
+        return held
+
+    def _drain(self, *, final: bool) -> str:
+        out: list[str] = []
+        text, self._pending = self._pending, ""
+        while True:
+            if self._end is not None:
+                after = text.lstrip()
+                opening = after.startswith("[来源 ") or "[来源 ".startswith(after)
+                if not final and (not after or opening and ")" not in after):
+                    # Nothing yet, or the start of a marker: whether the answerer cites this
+                    # sentence is still open.
+                    self._pending = text
+                    break
+                consumed = 0
+                while (marker := _MARKER_AT_START.match(text, consumed)) is not None:
+                    consumed = marker.end()
+                if consumed:
+                    # The answerer cited the sentence after its end: sent as it is.
+                    out.append(self._end + text[:consumed])
+                    text = text[consumed:]
+                else:
+                    out.append(self._marker() + self._end)
+                self._closed(self._end)
+            if not text:
+                if final and self._sentence.strip():
+                    out.append(self._marker())
+                    self._closed("")
+                break
+            end = _SENTENCE_END.search(text)
+            if end is None:
+                out.append(text)
+                self._sentence += text
+                self._line += text
+                text = ""
+                continue
+            out.append(text[:end.start()])
+            self._sentence += text[:end.start()]
+            self._line += text[:end.start()]
+            self._end = end.group(0)
+            text = text[end.end():]
+        return "".join(out)
+
+    def _closed(self, end: str) -> None:
+        if end == "\n" or not end:
+            if self._line.lstrip().startswith("```"):
+                self._in_code = not self._in_code
+            self._line = ""
+        else:
+            self._line += end
+        self._sentence = ""
+        self._end = None
+
+    def _marker(self) -> str:
+        """The marker for the sentence just ended ("" when it cites already or rests on nothing)."""
+        line = self._line.lstrip()
+        if self._in_code or line.startswith(("|", "#", "![", "```")) or _CITATION.search(self._sentence):
+            return ""
+        number = self._resting_on(self._sentence)
+        if number is None:
+            return ""
+        self.attached.append(number)
+        return f"[来源 {number}](citation://{number})"
+
+    def _resting_on(self, sentence: str) -> int | None:
+        terms = content_terms(sentence)
+        if len(terms) < 2 or is_declined(sentence):
+            return None
+        best, best_share = None, 0.0
+        for number, text in self._sources.items():
+            share = coverage(terms, "", normalised_text=text).score
+            if share > best_share:
+                best, best_share = number, share
+        return best if best_share >= self.min_support else None
+
+
+def cited_stream(pieces: Iterator[str], citer: EvidenceCiter) -> Iterator[str]:
+    """Filtered pieces through the citer; when the stream breaks, what it held goes out as it is."""
+    try:
+        for piece in pieces:
+            out = citer.feed(piece)
+            if out:
+                yield out
+    except Exception:
+        held = citer.release()
+        if held:
+            yield held
+        raise
+    tail = citer.flush()
+    if tail:
+        yield tail
+
+
+async def acited_stream(pieces: AsyncIterator[str], citer: EvidenceCiter) -> AsyncIterator[str]:
+    """`cited_stream` on the event loop."""
+    try:
+        async for piece in pieces:
+            out = citer.feed(piece)
+            if out:
+                yield out
+    except Exception:
+        held = citer.release()
+        if held:
+            yield held
+        raise
+    tail = citer.flush()
+    if tail:
+        yield tail

@@ -72,7 +72,15 @@ from ..contracts import (
     TurnResult,
 )
 from ..models import Conversation
-from .citations import attach_support, build_citations, faq_citation, reference_tail
+from .citations import (
+    EvidenceCiter,
+    acited_stream,
+    attach_support,
+    build_citations,
+    cited_stream,
+    faq_citation,
+    reference_tail,
+)
 from .confidence import (
     NOT_APPLICABLE,
     SourceEvidence,
@@ -223,7 +231,7 @@ class RAGService:
             deltas = pending.answerer.stream(pending.request, max_tokens=pending.max_tokens,
                                              temperature=pending.temperature)
             try:
-                for piece in filtered_stream(deltas, pending.answer_filter):
+                for piece in cited_stream(filtered_stream(deltas, pending.answer_filter), pending.citer):
                     yield self._delivered(turn, piece)
             finally:
                 close = getattr(deltas, "close", None)
@@ -239,12 +247,14 @@ class RAGService:
         with turn.stage("llm_generation"):
             deltas = answerer.astream(pending.request, max_tokens=pending.max_tokens,
                                       temperature=pending.temperature)
-            pieces = afiltered_stream(deltas, pending.answer_filter)
+            filtered = afiltered_stream(deltas, pending.answer_filter)
+            pieces = acited_stream(filtered, pending.citer)
             try:
                 async for piece in pieces:
                     yield self._delivered(turn, piece)
             finally:
                 await pieces.aclose()
+                await filtered.aclose()
                 await deltas.aclose()
 
     @staticmethod
@@ -445,12 +455,15 @@ class RAGService:
             asset_ids={asset.id for item in selection.items if item.result for asset in item.result.assets},
             link_hosts=turn.link_hosts,
         )
+        # A sentence the answerer leaves uncited is cited to the source it rests on.
+        citer = EvidenceCiter({item.number: item.text for item in selection.items},
+                              min_support=rules.generation.attach_min_support)
         # Everything the answer needs is read; the evidence is stored on a fresh connection.
         release_connection()
         return PendingAnswer(
             turn=turn, answerer=answerer, request=request, max_tokens=rules.generation.max_tokens,
-            temperature=rules.generation.temperature, answer_filter=answer_filter, prepared=prepared,
-            selection=selection, citations=citations, evidence_confidence=evidence_confidence,
+            temperature=rules.generation.temperature, answer_filter=answer_filter, citer=citer,
+            prepared=prepared, selection=selection, citations=citations, evidence_confidence=evidence_confidence,
         )
 
     def conclude(self, pending: PendingAnswer) -> Iterator[Event]:
@@ -459,7 +472,8 @@ class RAGService:
         turn, prepared, selection = pending.turn, pending.prepared, pending.selection
         citations, answer_filter, rules = pending.citations, pending.answer_filter, turn.rules
         answer = "".join(turn.delivered)
-        declined = is_declined(answer, cited=bool(answer_filter.cited_numbers))
+        # A sentence resting on a source says something, whoever cited it.
+        declined = is_declined(answer, cited=bool(answer_filter.cited_numbers or pending.citer.attached))
         if declined:
             # Both declines (no evidence, weak evidence) end by naming whom to ask.
             tail = contact_tail(turn.kb, answer)
@@ -467,7 +481,7 @@ class RAGService:
                 turn.delivered.append(tail)
                 yield Delta(tail)
                 answer += tail
-        if not answer_filter.cited_numbers and not declined:
+        if not answer_filter.cited_numbers and not pending.citer.attached and not declined:
             # Titles are documents' and FAQs' own text: they go through the filter like the answer.
             tail = _filtered(
                 reference_tail(citations, limit=rules.generation.references_on_missing_citations),
@@ -510,6 +524,7 @@ class RAGService:
             blocked_images=answer_filter.blocked_images,
             links_shown_as_text=answer_filter.shown_links,
             declined=declined,
+            attached_citations=tuple(pending.citer.attached),
         )
         yield self._finish(turn, answer=answer, intent=prepared.intent, citations=citations,
                            confidence=confidence)
@@ -686,6 +701,7 @@ class PendingAnswer:
     max_tokens: int
     temperature: float
     answer_filter: AnswerFilter
+    citer: EvidenceCiter
     prepared: Preparation
     selection: ContextSelection
     citations: tuple[Citation, ...]

@@ -96,6 +96,9 @@ class GenerationRules:
     max_tokens: int
     temperature: float
     references_on_missing_citations: int
+    # A sentence the answerer left uncited gets the source holding this share of its content words
+    # (the best source, when it reaches this); see chat/pipeline/citations.py, EvidenceCiter.
+    attach_min_support: float
 
 
 @dataclass(frozen=True)

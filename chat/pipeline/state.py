@@ -62,9 +62,12 @@ class GenerationReport:
     blocked_images: int
     links_shown_as_text: int
     declined: bool
+    # The sources cited for sentences the answerer left uncited (by their evidence), in order.
+    attached_citations: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "removed_citations": list(self.removed_citations)}
+        return {**asdict(self), "removed_citations": list(self.removed_citations),
+                "attached_citations": list(self.attached_citations)}
 
 
 @dataclass

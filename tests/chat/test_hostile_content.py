@@ -541,8 +541,9 @@ def test_hostile_faq_answer_is_filtered_like_a_model_answer(hostile_kb, anonymou
 
 @pytest.mark.django_db(transaction=True)
 def test_reference_list_of_hostile_titles_is_filtered(hostile_kb, openai_provider, anonymous_api):
-    # given: a model that cites nothing, so the answer lists its top sources by title
-    openai_provider.enqueue("openai.chat", *[Answer(text="访客车辆停放在 B2 层访客车位。")] * 6)
+    # given: a model that cites nothing and writes nothing a source holds (so no sentence gets
+    # a citation attached), so the answer lists its top sources by title
+    openai_provider.enqueue("openai.chat", *[Answer(text="请以现场保安的指挥为准。")] * 6)
     # when: answered from the document whose title and headings carry markup
     response = anonymous_api.post(
         "/api/chat", {"knowledge_base_id": hostile_kb.slug, "question": "访客车辆停放在哪里？"}, format="json"

@@ -227,6 +227,24 @@ def test_a_models_decline_is_stored_as_the_insufficient_context_answer_without_s
     assert trace.insufficient_reason == "answerer_declined"
 
 
+def test_a_model_that_cites_nothing_is_cited_sentence_by_sentence(handbook_kb):
+    # given: a model that answers from the evidence in its own words and writes no marker
+    model = ScriptedModel(["报销须在费用发生后", "30 天内提交。单笔超过 20000 元的", "须财务总监审批。"])
+    # when
+    events, result = ask(handbook_kb, "报销要在多久内提交？超过两万谁审批？", model=model)
+    # then: each sentence cites the handbook's source where it ends, streamed as stored, with
+    # no trailing list of sources; the citations point at the sentences they rest on
+    handbook = next(c for c in result.citations if "30 天内" in c.text)
+    marker = f"[来源 {handbook.number}](citation://{handbook.number})"
+    assert result.answer == f"报销须在费用发生后30 天内提交{marker}。单笔超过 20000 元的须财务总监审批{marker}。"
+    assert "".join(e.text for e in events if isinstance(e, Delta)) == result.answer
+    assert "参考来源" not in result.answer
+    cited = next(c for c in result.citations if c.number == handbook.number)
+    assert cited.cited and cited.spans
+    trace = QueryTrace.objects.get()
+    assert trace.full_details["generation"]["attached_citations"] == [handbook.number, handbook.number]
+
+
 def test_closing_the_stream_cancels_the_model_call_and_stores_a_cancelled_turn(handbook_kb):
     model = ScriptedModel(["第一段", "第二段", "第三段"])
     gen = service(model).run(
