@@ -767,6 +767,34 @@ def test_a_sentence_the_source_wrapped_after_a_comma_is_quoted_whole():
     )
 
 
+def test_a_sentence_a_page_broke_at_a_date_or_full_line_is_quoted_whole():
+    # given: a PDF notice whose lines broke where the page ran out, one between "22" and "日",
+    # beside numbered items that each start a line of their own
+    context = """<knowledge_context>
+[来源 1] 关于开展2024年度办公室安全检查的通知
+行政部〔2024】第37号
+各部门：
+为消除办公区域安全隐患，行政部将于2024年11月18日至11月22
+日对杭州总部A座3至12层开展年度安全检查。检查内容如下：
+一、灭火器是否在有效期内，压力指针是否处于绿色区域并且外观完好无损无锈蚀
+二、安全出口和消防通道是否畅通，严禁堆放杂物；
+</knowledge_context>
+
+问题：{question}"""
+    # when
+    dates = ask_about(context, "安全检查是哪几天")
+    items = ask_about(context, "灭火器要检查什么？")
+    # then: the whole sentence, not "日对杭州总部…"; the items stay apart though the first is a
+    # full line with no sentence mark
+    assert answer_lines(dates)[0] == (
+        "为消除办公区域安全隐患，行政部将于2024年11月18日至11月22日对杭州总部A座3至12层开展年度安全检查。"
+        "[来源 1](citation://1)"
+    )
+    assert answer_lines(items)[0] == (
+        "一、灭火器是否在有效期内，压力指针是否处于绿色区域并且外观完好无损无锈蚀[来源 1](citation://1)"
+    )
+
+
 def test_a_value_told_from_a_tables_cells_is_not_followed_by_the_same_table_as_text_rows():
     # given: the spreadsheet's row, and the manual's table as a PDF gives it (one line per row)
     context = """<knowledge_context>
