@@ -46,6 +46,14 @@ _HOW_MUCH = frozenset("大长高远重久宽深厚快")
 
 # Pronouns and modals jieba's HMM glues to the next character ("我入职" → 我入 / 职).
 _GLUED_LEADS = frozenset("我你您他她它咱能会要想得")
+# Adverbs, modals and position words that stand alone in a question ("单/最/晚", "假/能", "内/休",
+# "后/钱"): jieba's HMM glues them to a neighbour it does not know, and a run of single characters
+# must not take them in. A word of two characters, not in the dictionary, with one of them at an
+# end is two words; a run of single characters ends at one.
+_GLUE_EDGES = frozenset("最要能会后前内再才已先")
+# Of those, the ones a name seldom holds in its middle: a word of three characters, not in the
+# dictionary, with one of them in the middle is three words.
+_GLUED_INSIDE = frozenset("最要内")
 
 # Characters jieba glues to a name it does not know ("马赛罗是", "歌叫", "成苏镜宇").
 GLUE_CHARS = "是的了以有在被把和与及将对于为又也都就叫做"
@@ -157,8 +165,13 @@ def unglued_words(words: Sequence[str]) -> list[str]:
     tokens: list[str] = []
     for word in words:
         word = word.strip()
-        if len(word) == 2 and word[0] in _GLUED_LEADS and word not in idf and _CJK_WORD.fullmatch(word):
+        if len(word) == 2 and word not in idf and _CJK_WORD.fullmatch(word) and (
+            word[0] in _GLUED_LEADS or word[0] in _GLUE_EDGES or word[1] in _GLUE_EDGES
+        ):
             tokens.extend((word[0], word[1]))
+        elif len(word) == 3 and word[1] in _GLUED_INSIDE and word not in idf and _CJK_WORD.fullmatch(word):
+            # "天内交" is 天 / 内 / 交 ("多少天内交"), not a name.
+            tokens.extend(word)
         else:
             tokens.append(word)
     return tokens
@@ -179,7 +192,8 @@ def _content_terms(text: str) -> tuple[str, ...]:
         if asked:
             # "几个字符" / "什么地方": the kind of answer wanted, not what the question is about.
             continue
-        if len(word) == 1 and _CJK.fullmatch(word) and word not in QUESTION_WORDS and word not in FUNCTION_WORDS:
+        if (len(word) == 1 and _CJK.fullmatch(word) and word not in QUESTION_WORDS and word not in FUNCTION_WORDS
+                and word not in _GLUE_EDGES):
             run += word
             continue
         if run:
@@ -374,6 +388,56 @@ def mention_share(term: str, text: str) -> float:
     bigrams = [term[i:i + 2] for i in range(len(term) - 1)]
     share = sum(1 for b in bigrams if b in text) / len(bigrams)
     return share if share >= 0.5 else 0.0
+
+
+# A line ending in one of these stops mid-sentence: PDF text and hard-wrapped documents break
+# lines where the page ran out, not where the sentence did.
+_CONTINUES = ("、", "，", "；")
+# A line ends a sentence, or introduces what follows, with one of these (or a closing quote).
+_ENDS = ("。", "！", "？", "：", ":", "!", "?", ";", "…", "”", "’", "」", "』", "）", ")")
+# A line starting with one of these starts an item of its own: never a wrapped line's rest.
+_OWN_START = re.compile(
+    r"^(?:[-*•·#>|]|!\[|\d+(?:\.\d+)*[、.．)）]|[（(][一二三四五六七八九十\d]+[）)]|[一二三四五六七八九十]+[、.．]"
+    r"|第[一二三四五六七八九十\d]+[章节条部分])"
+)
+# A number's unit on the next line ("…至11月22" / "日对…"): a cut no writer makes on purpose.
+_UNIT_START = re.compile(r"^[日月年号时分秒点元个天周岁%％倍次台人]")
+# A line at least this share of the text's widest line, ending in no sentence mark, ran out of
+# page (PDF text keeps the page's line breaks).
+_FULL_LINE = 0.85
+_MIN_PAGE_WIDTH = 16
+
+
+def _display_width(text: str) -> float:
+    """A CJK or full-width character is one, anything else half."""
+    return sum(1.0 if ord(ch) >= 0x2E80 else 0.5 for ch in text)
+
+
+def unwrap_lines(lines: Sequence[str]) -> list[str]:
+    """The lines with each sentence a page broke joined again: a line broken after a comma-like
+    mark, a number cut from its unit, or a full-width line that ends in no sentence mark goes on
+    in the next one, unless that starts an item of its own (a list item, a heading, a table row,
+    an image). Two Latin words meeting at the break keep a space ("星河X3" + "Pro")."""
+    page = max((_display_width(line.strip()) for line in lines
+                if not line.lstrip().startswith(("|", "!["))), default=0.0)
+    joined: list[str] = []
+    for line in lines:
+        previous = joined[-1].rstrip() if joined else ""
+        rest = line.strip()
+        if (
+            previous and rest and not _OWN_START.match(rest) and not previous.lstrip().startswith(("|", "!["))
+            and (
+                previous.endswith(_CONTINUES)
+                or previous[-1].isdigit() and _UNIT_START.match(rest)
+                or page >= _MIN_PAGE_WIDTH and _display_width(previous.strip()) >= _FULL_LINE * page
+                and not previous.endswith(_ENDS)
+            )
+        ):
+            gap = " " if previous[-1].isascii() and previous[-1].isalnum() and rest[0].isascii() and rest[0].isalnum() else ""
+            joined[-1] = previous + gap + rest
+        else:
+            joined.append(line)
+    return joined
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import cached_property
 
-from engines.lexical import content_terms, fold, model_code_spans, normalise, term_weight
+from engines.lexical import content_terms, fold, model_code_spans, normalise, term_weight, unwrap_lines
 
 MIN_FUZZY_CHARS = 4
 # jieba's IDF below which a word is too common to say a question is about the catalog's domain
@@ -281,7 +281,8 @@ def focus_text(text: str, *, catalog: ItemCatalog, item_ids: Iterable[int]) -> s
     if not wanted or not catalog:
         return text
     kept_lines = []
-    for line in text.split("\n"):
+    # A sentence a page broke is judged whole: its second half alone may name only another item.
+    for line in unwrap_lines(text.split("\n")):
         named = catalog.items_in(line)
         if not named or named & wanted:
             if named and len(named) > 1 and not _is_table_row(line):

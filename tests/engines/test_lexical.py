@@ -62,6 +62,39 @@ def test_question_phrases_and_glued_particles_are_not_content():
     assert "哪些地方" not in content_terms("亚麻在中国主要在哪些地方栽培？")
 
 
+def test_words_jieba_glues_to_an_adverb_or_position_word_are_not_one_unknown_word():
+    # "单最", "晚要", "天内交", "假能", "后钱", "内休" are none of them words: as unknown (so the
+    # rarest, the key) terms they are found in no document and decline the question
+    assert content_terms("报销单最晚要在多少天内交？") == ["报销", "单", "最", "晚", "内", "交"]
+    assert content_terms("年假能攒到明年用吗") == ["年假", "攒", "明年", "用"]
+    assert "后钱" not in content_terms("报销审核通过后钱多久能到账？")
+    assert "内休" not in content_terms("婚假要在领证后多久内休完？")
+    # while names jieba does not know stay whole
+    assert content_terms("苏镜宇的父亲是谁") == ["苏镜宇", "父亲"]
+    assert "内马尔" in content_terms("内马尔效力于哪家俱乐部？")
+
+
+def test_lines_a_page_broke_are_joined_and_items_kept_apart():
+    from engines.lexical import unwrap_lines
+
+    lines = [
+        "星河 X 系列共四款型号：入门款星河X1、主流款星河X3、高性能款星河X3",
+        "Pro 和全屋覆盖的星河X5 Mesh 套装。",
+        "为消除办公区域安全隐患，行政部将于2024年11月18日至11月22",
+        "日对杭州总部A座3至12层开展年度安全检查。检查内容如下：",
+        "一、灭火器是否在有效期内，压力指针是否处于绿色区域并且外观完好无损无锈蚀",
+        "二、安全出口和消防通道是否畅通；",
+        "| 型号 | 价格 |",
+    ]
+    assert unwrap_lines(lines) == [
+        "星河 X 系列共四款型号：入门款星河X1、主流款星河X3、高性能款星河X3 Pro 和全屋覆盖的星河X5 Mesh 套装。",
+        "为消除办公区域安全隐患，行政部将于2024年11月18日至11月22日对杭州总部A座3至12层开展年度安全检查。检查内容如下：",
+        "一、灭火器是否在有效期内，压力指针是否处于绿色区域并且外观完好无损无锈蚀",
+        "二、安全出口和消防通道是否畅通；",
+        "| 型号 | 价格 |",
+    ]
+
+
 def test_sentence_spans_keep_closing_quotes_and_do_not_cut_inside_codes_or_images():
     from engines.lexical import sentence_spans
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from engines.lexical import sentence_spans
+from engines.lexical import sentence_spans, unwrap_lines
 from engines.providers.local import normalise, unit_features
 
 from ..request import AnswerSource
@@ -78,7 +78,7 @@ def source_parts(source: AnswerSource, order: int) -> SourceParts:
     title = squash(source.title)
     # "文档标题 > 章节 · 第 3 页": each part of the title, as a body line, is a heading, not content.
     title_parts = {squash(p) for p in re.split(r"\s+[·>]\s+", source.title) if p.strip()}
-    lines = _unwrapped([line.strip() for line in source.text.splitlines()])
+    lines = unwrap_lines([line.strip() for line in source.text.splitlines()])
 
     def add(text: str, table: int | None = None, line: int = 0) -> None:
         if _OUR_MARKUP.search(text):
@@ -135,54 +135,6 @@ def source_parts(source: AnswerSource, order: int) -> SourceParts:
     return SourceParts(
         source, order, units, tables, assets, terms, title_terms, caption_terms, plain
     )
-
-
-# A line ending in one of these stops mid-sentence: PDF text and hard-wrapped documents break
-# lines where the page ran out, not where the sentence did.
-_CONTINUES = ("、", "，", "；")
-# A line ends a sentence, or introduces what follows, with one of these (or a closing quote).
-_ENDS = ("。", "！", "？", "：", ":", "!", "?", ";", "…", "”", "’", "」", "』", "）", ")")
-# A line starting with one of these starts an item of its own: never a wrapped line's rest.
-_OWN_START = re.compile(
-    r"^(?:[-*•·#>]|\d+(?:\.\d+)*[、.．)）]|[（(][一二三四五六七八九十\d]+[）)]|[一二三四五六七八九十]+[、.．]"
-    r"|第[一二三四五六七八九十\d]+[章节条部分])"
-)
-# A number's unit on the next line ("…至11月22" / "日对…"): a cut no writer makes on purpose.
-_UNIT_START = re.compile(r"^[日月年号时分秒点元个天周岁%％倍次台人]")
-# A line at least this share of the source's widest line, ending in no sentence mark, ran out of
-# page (PDF text keeps the page's line breaks).
-_FULL_LINE = 0.85
-_MIN_PAGE_WIDTH = 16
-
-
-def _width(text: str) -> float:
-    """Display width: a CJK or full-width character is one, anything else half."""
-    return sum(1.0 if ord(ch) >= 0x2E80 else 0.5 for ch in text)
-
-
-def _unwrapped(lines: list[str]) -> list[str]:
-    """The lines with each sentence a page broke joined again (never a table row, an image line
-    or a line starting an item of its own), so no quote ends in "、" or starts at "日对…": a line
-    broken after a comma-like mark, a number cut from its unit, or a full-width line that ends
-    in no sentence mark goes on in the next line."""
-    page = max((_width(line) for line in lines if not line.startswith(("|", "!["))), default=0.0)
-    joined: list[str] = []
-    for line in lines:
-        previous = joined[-1] if joined else ""
-        if (
-            previous and line and not line.startswith(("|", "![")) and not previous.startswith(("|", "!["))
-            and not _OWN_START.match(line)
-            and (
-                previous.endswith(_CONTINUES)
-                or previous[-1].isdigit() and _UNIT_START.match(line)
-                or page >= _MIN_PAGE_WIDTH and _width(previous) >= _FULL_LINE * page
-                and not previous.endswith(_ENDS) and not is_lead(previous)
-            )
-        ):
-            joined[-1] += line
-        else:
-            joined.append(line)
-    return joined
 
 
 def _header_features(tables: list[Table], table: int | None) -> frozenset[str]:
