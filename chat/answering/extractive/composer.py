@@ -42,6 +42,7 @@ from .question import (
 )
 from .features import QuestionView, Scored, coverage_in_context, feature_rows
 from .scorer import WEIGHTS_PATH, LearnedScorer
+from .quantities import fit, stated_quantities
 from .tuning import TUNING
 from .candidates import Asset, SourceParts, Table, Unit, source_parts, squash
 
@@ -312,6 +313,7 @@ class ExtractiveAnswerer:
         total = math.fsum(weights.values())
         wants = wanted_shapes(question)
         asked_models = focus.codes
+        stated = stated_quantities(question)
         scored: list[Scored] = []
         for part in parts:
             nearby_terms = question_terms & part.terms
@@ -359,6 +361,10 @@ class ExtractiveAnswerer:
                 if support < min_support:
                     continue
                 score = support * _answer_likelihood(unit, wants)
+                fitted = fit(stated, unit.text)
+                if fitted:
+                    # "我入职三年了…" is answered by the "满 1 年不满 10 年" row, not by the others.
+                    score *= TUNING.range_fit_factor if fitted > 0 else TUNING.range_miss_factor
                 if asked_models and len(named - asked_models) >= TUNING.range_models:
                     # "适用型号：星河X1 / 星河X3 / 星河X3 Pro / 星河X5 Mesh" names the asked model
                     # among the whole range: it lists, it does not say anything of the one asked.
@@ -391,6 +397,7 @@ class ExtractiveAnswerer:
         holds = [question_terms & unit.features for unit in units]
         weights = term_weights(question_terms, holds)
         wants = wanted_shapes(question)
+        stated = stated_quantities(question)
         scored = []
         for unit, meaning, held in zip(units, meanings, holds, strict=True):
             # Unclipped: sentences lie nearer their question than whole chunks, and the order
@@ -398,6 +405,9 @@ class ExtractiveAnswerer:
             if meaning < self.min_meaning:
                 continue
             score = meaning * _answer_likelihood(unit, wants)
+            fitted = fit(stated, unit.text)
+            if fitted:
+                score *= TUNING.range_fit_factor if fitted > 0 else TUNING.range_miss_factor
             scored.append(Scored(unit, frozenset(held), min(1.0, meaning), score, meaning))
         # One line: the words that would tell its neighbours apart are what is missing here.
         return sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))[:1], weights
@@ -496,7 +506,7 @@ class ExtractiveAnswerer:
                 continue
             if unit.table is not None:
                 table = parts[unit.order].tables[unit.table]
-                rows = _table_rows(item, scored, table)
+                rows = _table_rows(item, scored, table, question)
                 # The row's own name picks no column: "星河X5 Mesh 多少钱？" does not ask for the
                 # "支持 Mesh" column because the item's name holds "Mesh".
                 key_terms = unit_features(_cells(rows[0])[0]) if len(rows) == 1 else set()
@@ -775,11 +785,15 @@ def _answer_likelihood(unit: Unit, wants: frozenset[str]) -> float:
     return factor
 
 
-def _table_rows(item: Scored, scored: list[Scored], table: Table) -> list[str]:
+def _table_rows(item: Scored, scored: list[Scored], table: Table, question: str) -> list[str]:
     """The rows of the chosen row's table that match the question best by their own cells (at
-    most five, in table order); when only the header matches, the first five rows."""
+    most five, in table order); when only the header matches, the first five rows. Where the
+    question states a quantity some rows' ranges take in, those rows only."""
     unit = item.unit
     rows = [s for s in scored if s.unit.order == unit.order and s.unit.table == unit.table]
+    stated = stated_quantities(question)
+    fitting = [s for s in rows if fit(stated, s.unit.text) > 0]
+    rows = fitting or rows
     best = max(s.own for s in rows)
     rows = [s for s in rows if s.own >= best * TUNING.row_ratio]
     rows.sort(key=lambda s: (-s.own, -s.score, s.unit.position))

@@ -31,6 +31,8 @@ class Tuning:
     min_gain: float
     range_models: int
     range_factor: float
+    range_fit_factor: float
+    range_miss_factor: float
     asks_factor: float
     lead_factor: float
     list_lines: int
