@@ -30,8 +30,9 @@ _RANGE_PATTERNS = (
     # 满 1 年不满 10 年 / 满1年未满10年 / 1 年以上不满 10 年
     (re.compile(rf"(?:满|超过|以上)?\s*({_NUMBER})\s*({_UNIT})\s*(?:以上|及以上)?\s*[，,]?\s*(?:不满|未满|不足|低于|少于)\s*({_NUMBER})\s*({_UNIT})"),
      "low_high"),
-    # 1–10 年 / 1 至 10 年 / 1~10年
-    (re.compile(rf"({_NUMBER})\s*(?:{_UNIT})?\s*(?:-|–|—|~|～|至|到)\s*({_NUMBER})\s*({_UNIT})"), "between"),
+    # 1–10 年 / 1 至 10 年 / 1~10年 / 5,000 元（含）至 20,000 元
+    (re.compile(rf"({_NUMBER})\s*(?:{_UNIT})?\s*(?:\(含\))?\s*(?:-|–|—|~|～|至|到)\s*({_NUMBER})\s*({_UNIT})"),
+     "between"),
     # 不满 1 年 / 未满 1 年 / 1 年以下 / 1 年及以下
     (re.compile(rf"(?:不满|未满|不足|少于|低于)\s*({_NUMBER})\s*({_UNIT})"), "below"),
     (re.compile(rf"({_NUMBER})\s*({_UNIT})\s*(?:以下|及以下|以内)"), "below"),

@@ -32,6 +32,7 @@ def test_ranges_as_rules_and_tables_write_them():
     assert ranges_in("入职不满 1 年的员工不享受年假") == (Range(0.0, 1.0, "年"),)
     assert ranges_in("单笔 5000 元以下由部门经理审批，超过 20000 元须财务总监审批。") == (
         Range(0.0, 5000.0, "元"), Range(20000.0, math.inf, "元"))
+    assert ranges_in("5,000 元（含）至 20,000 元由部门总监加签") == (Range(5000.0, 20001.0, "元"),)
     assert ranges_in("当年未休完的年假可顺延至次年 3 月 31 日") == ()
 
 
