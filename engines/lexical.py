@@ -169,6 +169,9 @@ def unglued_words(words: Sequence[str]) -> list[str]:
             word[0] in _GLUED_LEADS or word[0] in _GLUE_EDGES or word[1] in _GLUE_EDGES
         ):
             tokens.extend((word[0], word[1]))
+        elif len(word) >= 3 and word[-1] in _GLUE_EDGES and word not in idf and word[:-1] in idf and _CJK_WORD.fullmatch(word):
+            # "最多能" is 最多 / 能.
+            tokens.extend((word[:-1], word[-1]))
         elif len(word) == 3 and word[1] in _GLUED_INSIDE and word not in idf and _CJK_WORD.fullmatch(word):
             # "天内交" is 天 / 内 / 交 ("多少天内交"), not a name.
             tokens.extend(word)
@@ -307,10 +310,10 @@ _KIND_WORDS = frozenset("地方 时候 时间 位置 东西 样子 人 原因 �
 
 def is_question_word(word: str) -> bool:
     """Stop words, and the interrogatives jieba keeps as one word (哪一年, 哪些地方, 是谁, 几个月,
-    多大, 多少钱, 什么时候): the expected kind of answer, not the subject."""
+    多大, 多少钱, 什么时候, 啥意思): the expected kind of answer, not the subject."""
     return (
         word in QUESTION_WORDS
-        or word.startswith(("哪", "什么", "多少", "多长", "多久", "怎么", "为什么", "第几"))
+        or word.startswith(("哪", "什么", "啥", "多少", "多长", "多久", "怎么", "为什么", "第几"))
         or "谁" in word
         or (word.startswith("几") and word[:2] not in _NOT_HOW_MANY)
         or (len(word) == 2 and word[0] == "多" and word[1] in _HOW_MUCH)

@@ -69,6 +69,9 @@ def test_words_jieba_glues_to_an_adverb_or_position_word_are_not_one_unknown_wor
     assert content_terms("年假能攒到明年用吗") == ["年假", "攒", "明年", "用"]
     assert "后钱" not in content_terms("报销审核通过后钱多久能到账？")
     assert "内休" not in content_terms("婚假要在领证后多久内休完？")
+    assert content_terms("星河X3 最多能连多少台设备？")[:3] == ["星河", "x3", "最多"]
+    # "啥意思" asks what something means, as "什么意思" does
+    assert "啥意思" not in content_terms("路由器灯一直闪蓝色是啥意思")
     # while names jieba does not know stay whole
     assert content_terms("苏镜宇的父亲是谁") == ["苏镜宇", "父亲"]
     assert "内马尔" in content_terms("内马尔效力于哪家俱乐部？")
