@@ -12,7 +12,7 @@ the citation's `text`. A reader then lands on that sentence, not on the whole ch
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -372,37 +372,3 @@ class EvidenceCiter:
             if share > best_share:
                 best, best_share = number, share
         return best if best_share >= self.min_support else None
-
-
-def cited_stream(pieces: Iterator[str], citer: EvidenceCiter) -> Iterator[str]:
-    """Filtered pieces through the citer; when the stream breaks, what it held goes out as it is."""
-    try:
-        for piece in pieces:
-            out = citer.feed(piece)
-            if out:
-                yield out
-    except Exception:
-        held = citer.release()
-        if held:
-            yield held
-        raise
-    tail = citer.flush()
-    if tail:
-        yield tail
-
-
-async def acited_stream(pieces: AsyncIterator[str], citer: EvidenceCiter) -> AsyncIterator[str]:
-    """`cited_stream` on the event loop."""
-    try:
-        async for piece in pieces:
-            out = citer.feed(piece)
-            if out:
-                yield out
-    except Exception:
-        held = citer.release()
-        if held:
-            yield held
-        raise
-    tail = citer.flush()
-    if tail:
-        yield tail

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Protocol
 
 from knowledge.links import allowed_href
 
@@ -122,6 +123,10 @@ class AnswerFilter:
         return self._drain(final=False)
 
     def flush(self) -> str:
+        return self._drain(final=True)
+
+    def release(self) -> str:
+        """After a broken stream: what might have grown into markup goes out as text."""
         return self._drain(final=True)
 
     def _drain(self, *, final: bool) -> str:
@@ -364,40 +369,70 @@ def _could_be_link(rest: str) -> bool:
     return _LINK_PREFIX.startswith(compact) or (compact.startswith(_LINK_PREFIX) and compact[len(_LINK_PREFIX):].isdigit())
 
 
-def filtered_stream(deltas: Iterator[str], answer_filter: AnswerFilter) -> Iterator[str]:
-    """The model's deltas through the filter; empty pieces are skipped. When the model's stream
-    breaks, what the filter still held back (text that might have grown into markup) is
-    delivered first, as text: the reader keeps everything the model said before the break."""
+class StreamStage(Protocol):
+    """A step the answer's text passes through as it streams, which may hold some back."""
+
+    def feed(self, text: str) -> str: ...
+
+    def flush(self) -> str:
+        """What it still holds, when the answer is complete."""
+        ...
+
+    def release(self) -> str:
+        """What it still holds, when the stream broke before the answer was complete."""
+        ...
+
+
+def filtered_stream(deltas: Iterator[str], *stages: StreamStage) -> Iterator[str]:
+    """The model's deltas through each stage in turn (the answer filter first); empty pieces are
+    skipped. When the model's stream breaks, what the stages still held back is delivered first,
+    as `release` gives it: the reader keeps everything the model said before the break."""
     try:
         for delta in deltas:
-            piece = answer_filter.feed(delta)
+            piece = _through(stages, delta)
             if piece:
                 yield piece
     except Exception:
-        tail = answer_filter.flush()
+        tail = _ending(stages, broke=True)
         if tail:
             yield tail
         raise
-    tail = answer_filter.flush()
+    tail = _ending(stages, broke=False)
     if tail:
         yield tail
 
 
-async def afiltered_stream(deltas: AsyncIterator[str], answer_filter: AnswerFilter) -> AsyncIterator[str]:
+async def afiltered_stream(deltas: AsyncIterator[str], *stages: StreamStage) -> AsyncIterator[str]:
     """`filtered_stream` for a model streaming on the event loop."""
     try:
         async for delta in deltas:
-            piece = answer_filter.feed(delta)
+            piece = _through(stages, delta)
             if piece:
                 yield piece
     except Exception:
-        tail = answer_filter.flush()
+        tail = _ending(stages, broke=True)
         if tail:
             yield tail
         raise
-    tail = answer_filter.flush()
+    tail = _ending(stages, broke=False)
     if tail:
         yield tail
+
+
+def _through(stages: tuple[StreamStage, ...], text: str) -> str:
+    for stage in stages:
+        if not text:
+            return ""
+        text = stage.feed(text)
+    return text
+
+
+def _ending(stages: tuple[StreamStage, ...], *, broke: bool) -> str:
+    """What every stage held, each stage's tail passed through the stages after it."""
+    text = ""
+    for stage in stages:
+        text = (stage.feed(text) if text else "") + (stage.release() if broke else stage.flush())
+    return text
 
 
 DECLINE_PREFIXES = ("根据当前知识库无法确定", "信息不足，无法确认")

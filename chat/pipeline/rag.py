@@ -72,15 +72,7 @@ from ..contracts import (
     TurnResult,
 )
 from ..models import Conversation
-from .citations import (
-    EvidenceCiter,
-    acited_stream,
-    attach_support,
-    build_citations,
-    cited_stream,
-    faq_citation,
-    reference_tail,
-)
+from .citations import EvidenceCiter, attach_support, build_citations, faq_citation, reference_tail
 from .confidence import (
     NOT_APPLICABLE,
     SourceEvidence,
@@ -231,7 +223,7 @@ class RAGService:
             deltas = pending.answerer.stream(pending.request, max_tokens=pending.max_tokens,
                                              temperature=pending.temperature)
             try:
-                for piece in cited_stream(filtered_stream(deltas, pending.answer_filter), pending.citer):
+                for piece in filtered_stream(deltas, pending.answer_filter, pending.citer):
                     yield self._delivered(turn, piece)
             finally:
                 close = getattr(deltas, "close", None)
@@ -247,14 +239,12 @@ class RAGService:
         with turn.stage("llm_generation"):
             deltas = answerer.astream(pending.request, max_tokens=pending.max_tokens,
                                       temperature=pending.temperature)
-            filtered = afiltered_stream(deltas, pending.answer_filter)
-            pieces = acited_stream(filtered, pending.citer)
+            pieces = afiltered_stream(deltas, pending.answer_filter, pending.citer)
             try:
                 async for piece in pieces:
                     yield self._delivered(turn, piece)
             finally:
                 await pieces.aclose()
-                await filtered.aclose()
                 await deltas.aclose()
 
     @staticmethod

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chat.pipeline.citations import EvidenceCiter, cited_stream
+from chat.pipeline.citations import EvidenceCiter
+from chat.pipeline.generation import filtered_stream
 
 SOURCES = {
     1: "员工差旅住宿标准：深圳每晚不超过700元，成都每晚不超过500元。",
@@ -14,7 +15,7 @@ SOURCES = {
 
 def through(pieces: list[str], *, sources=SOURCES, min_support: float = 0.5) -> tuple[str, list[int]]:
     citer = EvidenceCiter(sources, min_support=min_support)
-    return "".join(cited_stream(iter(pieces), citer)), citer.attached
+    return "".join(filtered_stream(iter(pieces), citer)), citer.attached
 
 
 def by_char(text: str) -> list[str]:
@@ -70,7 +71,7 @@ def test_a_broken_stream_keeps_what_was_held_and_attaches_nothing_more():
     delivered: list[str] = []
     # when
     with pytest.raises(ConnectionError):
-        for piece in cited_stream(pieces(), citer):
+        for piece in filtered_stream(pieces(), citer):
             delivered.append(piece)
     # then: the held end was delivered, as written
     assert "".join(delivered) == "深圳每晚不超过700元。"
@@ -83,3 +84,18 @@ def test_the_threshold_decides():
     # then
     assert through([answer], min_support=0.3)[1] == [1]
     assert through([answer], min_support=0.9)[1] == []
+
+
+def test_behind_the_answer_filter_a_marker_the_model_wrote_loosely_still_counts_as_its_own():
+    # given: the answer filter first (it completes "[来源 1]" into a whole marker), then the citer
+    from chat.pipeline.generation import AnswerFilter
+
+    answer_filter = AnswerFilter(valid_numbers={1, 2}, asset_ids=set())
+    citer = EvidenceCiter(SOURCES, min_support=0.5)
+    # when: split where the filter must hold the marker back
+    text = "".join(filtered_stream(iter(["深圳每晚不超过700元。[来", "源 1]", "成都每晚不超过500元。"]),
+                                   answer_filter, citer))
+    # then: the model's marker kept, the uncited sentence cited
+    assert text == ("深圳每晚不超过700元。[来源 1](citation://1)"
+                    "成都每晚不超过500元[来源 1](citation://1)。")
+    assert citer.attached == [1] and answer_filter.cited_numbers == [1]
