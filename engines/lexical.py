@@ -421,11 +421,17 @@ def unwrap_lines(lines: Sequence[str]) -> list[str]:
     mark, a number cut from its unit, or a full-width line that ends in no sentence mark goes on
     in the next one, unless that starts an item of its own (a list item, a heading, a table row,
     an image). Two Latin words meeting at the break keep a space ("星河X3" + "Pro")."""
+    return [joined for joined, _lines in unwrap_groups(lines)]
+
+
+def unwrap_groups(lines: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """`unwrap_lines`, each joined line with the lines it was joined from (for a caller that
+    keeps the text as written where it changes nothing)."""
     page = max((_display_width(line.strip()) for line in lines
                 if not line.lstrip().startswith(("|", "!["))), default=0.0)
-    joined: list[str] = []
+    groups: list[tuple[str, list[str]]] = []
     for line in lines:
-        previous = joined[-1].rstrip() if joined else ""
+        previous = groups[-1][0].rstrip() if groups else ""
         rest = line.strip()
         if (
             previous and rest and not _OWN_START.match(rest) and not previous.lstrip().startswith(("|", "!["))
@@ -437,10 +443,10 @@ def unwrap_lines(lines: Sequence[str]) -> list[str]:
             )
         ):
             gap = " " if previous[-1].isascii() and previous[-1].isalnum() and rest[0].isascii() and rest[0].isalnum() else ""
-            joined[-1] = previous + gap + rest
+            groups[-1] = (previous + gap + rest, [*groups[-1][1], line])
         else:
-            joined.append(line)
-    return joined
+            groups.append((line, [line]))
+    return groups
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:

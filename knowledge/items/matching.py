@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import cached_property
 
-from engines.lexical import content_terms, fold, model_code_spans, normalise, term_weight, unwrap_lines
+from engines.lexical import content_terms, fold, model_code_spans, normalise, term_weight, unwrap_groups
 
 MIN_FUZZY_CHARS = 4
 # jieba's IDF below which a word is too common to say a question is about the catalog's domain
@@ -280,15 +280,16 @@ def focus_text(text: str, *, catalog: ItemCatalog, item_ids: Iterable[int]) -> s
     wanted = set(item_ids)
     if not wanted or not catalog:
         return text
-    kept_lines = []
+    kept_lines: list[str] = []
     # A sentence a page broke is judged whole: its second half alone may name only another item.
-    for line in unwrap_lines(text.split("\n")):
+    # What is kept as it was keeps its line breaks.
+    for line, written in unwrap_groups(text.split("\n")):
         named = catalog.items_in(line)
-        if not named or named & wanted:
-            if named and len(named) > 1 and not _is_table_row(line):
-                line = _focus_sentences(line, catalog=catalog, wanted=wanted)
-            kept_lines.append(line)
+        if named and not named & wanted:
             continue
+        focused = _focus_sentences(line, catalog=catalog, wanted=wanted) if (
+            len(named) > 1 and not _is_table_row(line)) else line
+        kept_lines.extend(written if focused == line else [focused])
     return "\n".join(kept_lines)
 
 

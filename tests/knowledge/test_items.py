@@ -279,3 +279,17 @@ def test_a_tag_offers_only_the_editors_items_and_refuses_a_chunk_of_another_base
     assert "星河X3" in page and "另一个知识库的型号" not in page
     assert response.status_code == 200
     assert not ChunkItem.objects.exists()
+
+
+def test_focus_judges_a_sentence_a_page_broke_whole_and_keeps_what_it_keeps_as_written():
+    # given: PDF text whose first sentence broke at "星河X3" / "Pro …", and a notice line
+    text = ("星河 X 系列共四款型号：入门款星河X1、主流款星河X3、高性能款星河X3\n"
+            "Pro 和全屋覆盖的星河X5 Mesh 套装。\n"
+            "所有型号均可通过 App 配置。")
+    # when: about X3, then about X1 alone in a text that never breaks a line about another item
+    about_x3 = focus_text(text, catalog=CATALOG, item_ids=[X3])
+    unchanged = focus_text("星河X1 的保修期为\n1 年。\n所有型号均可通过 App 配置。", catalog=CATALOG, item_ids=[X1])
+    # then: the broken sentence is read whole (its second half alone names no item of X3's and
+    # would have been dropped) and, kept, keeps its line break; so does a text with nothing to drop
+    assert about_x3 == text
+    assert unchanged == "星河X1 的保修期为\n1 年。\n所有型号均可通过 App 配置。"
