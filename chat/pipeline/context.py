@@ -153,13 +153,13 @@ def select_context(
                            "meaning": meaning, "decided_by": decided_by(relevance, None), "verdict": verdict})
 
     verdicts = {rank: verdict_of(cov.score, meaning) for rank, _, cov, meaning in doc_scored}
+    # When nothing gets in by words or a chunk's meaning, a judge may still let evidence in;
+    # never a model code the evidence does not name: that is another product's.
+    open_to_judges = not (key_missing and _is_code(covers[0].key_term))
     chances: dict[int, float] = {}
-    if judge is not None and terms and not any(v == "relevant" for v in verdicts.values()) and not (
-        key_missing and _is_code(covers[0].key_term)
-    ):
-        # Nothing gets in by words or a chunk's meaning: the learned scorer reads the first
-        # results' sentences and rows, and a source whose best unit answers gets in. A model code
-        # the evidence never names stays another product's, whatever the scorer says.
+    if judge is not None and terms and open_to_judges and not any(v == "relevant" for v in verdicts.values()):
+        # The learned scorer reads the first results' sentences and rows; a source whose best
+        # unit answers gets in.
         considered = doc_scored[: rules.final_context_top_n]
         sources = [
             AnswerSource(number=n, kind=_kind(result), title=source_title(result),
@@ -172,9 +172,7 @@ def select_context(
             if chance >= judge.threshold:
                 verdicts[rank] = "relevant"
     for_model: set[int] = set()
-    if answerer_judges and not any(v == "relevant" for v in verdicts.values()) and not (
-        key_missing and _is_code(covers[0].key_term)
-    ):
+    if answerer_judges and open_to_judges and not any(v == "relevant" for v in verdicts.values()):
         # An answerer that writes reads the evidence and declines when nothing in it is related:
         # the first results near the question in meaning reach it, and it decides.
         for rank, _result, _cov, meaning in doc_scored[: rules.final_context_top_n]:

@@ -24,13 +24,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.utils.translation import gettext as _
 
 from engines.ports import ChatMessage, ChatModel, ProviderError
 from engines.glossary import is_foreign
-from engines.lexical import model_codes, normalise
+from engines.lexical import normalise
 from knowledge.items.matching import ItemCatalog, ItemScore
 
 from ..answering.focus import ItemFocus
@@ -202,10 +202,10 @@ def decide(scores: tuple[ItemScore, ...], *, rules: ItemRules) -> tuple[str, tup
 def focus_of(confirmation: ItemConfirmation | None, *, catalog: ItemCatalog | None, question: str) -> ItemFocus:
     """The turn's one item focus: the confirmed items (or the open candidates) over the catalog,
     and the model codes of the question the answerer reads."""
-    codes = model_codes(question)
+    focus = ItemFocus.of_question(question)
     if confirmation is None or catalog is None or not catalog:
-        return ItemFocus(codes=codes)
-    return ItemFocus(codes=codes, item_ids=confirmation.item_ids,
+        return focus
+    return replace(focus, item_ids=confirmation.item_ids,
                      candidates=tuple(c.item_id for c in confirmation.clarify_candidates), catalog=catalog)
 
 

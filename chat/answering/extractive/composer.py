@@ -42,7 +42,7 @@ from .question import (
 )
 from .features import QuestionView, Scored, coverage_in_context, feature_rows
 from .scorer import WEIGHTS_PATH, LearnedScorer
-from .quantities import fit, stated_quantities
+from .quantities import Quantity, fit, stated_quantities
 from .tuning import TUNING
 from .candidates import Asset, SourceParts, Table, Unit, source_parts, squash
 
@@ -360,11 +360,7 @@ class ExtractiveAnswerer:
                 ) / total
                 if support < min_support:
                     continue
-                score = support * _answer_likelihood(unit, wants)
-                fitted = fit(stated, unit.text)
-                if fitted:
-                    # "我入职三年了…" is answered by the "满 1 年不满 10 年" row, not by the others.
-                    score *= TUNING.range_fit_factor if fitted > 0 else TUNING.range_miss_factor
+                score = support * _answer_likelihood(unit, wants) * _range_weight(stated, unit.text)
                 if asked_models and len(named - asked_models) >= TUNING.range_models:
                     # "适用型号：星河X1 / 星河X3 / 星河X3 Pro / 星河X5 Mesh" names the asked model
                     # among the whole range: it lists, it does not say anything of the one asked.
@@ -404,10 +400,7 @@ class ExtractiveAnswerer:
             # among those above the calibrated range still tells the answer from its neighbours.
             if meaning < self.min_meaning:
                 continue
-            score = meaning * _answer_likelihood(unit, wants)
-            fitted = fit(stated, unit.text)
-            if fitted:
-                score *= TUNING.range_fit_factor if fitted > 0 else TUNING.range_miss_factor
+            score = meaning * _answer_likelihood(unit, wants) * _range_weight(stated, unit.text)
             scored.append(Scored(unit, frozenset(held), min(1.0, meaning), score, meaning))
         # One line: the words that would tell its neighbours apart are what is missing here.
         return sorted(scored, key=lambda s: (-s.score, s.unit.order, s.unit.position))[:1], weights
@@ -618,6 +611,14 @@ def _gap(value: str) -> str:
     return " " if value[:1].isascii() and value[:1].isalnum() else ""
 
 
+def _range_weight(stated: tuple[Quantity, ...], text: str) -> float:
+    """"我入职三年了…" is answered by the "满 1 年不满 10 年" row, not by the other rows of ranges."""
+    fitted = fit(stated, text)
+    if not fitted:
+        return 1.0
+    return TUNING.range_fit_factor if fitted > 0 else TUNING.range_miss_factor
+
+
 def _compared_rows(table: Table, question: str, models: frozenset[str]) -> list[str]:
     """For a comparison of two or more named models, the table's rows about them (in table
     order); [] otherwise. Every column the question names is shown with them ("价格和保修期")."""
@@ -813,12 +814,12 @@ def _images(
         if not assets or not (wants or unit.caption):
             continue
 
-        def fit(indexed: tuple[int, Asset]) -> tuple[int, int, int]:
+        def closeness(indexed: tuple[int, Asset]) -> tuple[int, int, int]:
             index, asset = indexed
             caption = unit_features(asset.caption)
             return (len(caption & question_terms), len(caption & unit.features), -index)
 
-        _, asset = max(enumerate(assets), key=fit)
+        _, asset = max(enumerate(assets), key=closeness)
         used.add(asset.id)
         blocks.append(("image", asset.line))
         if len(blocks) == TUNING.max_images:
