@@ -115,6 +115,11 @@ class ItemCatalog:
         for key in self._owners:
             buckets.setdefault(key[:2], []).append(key)
         self._buckets = {lead: sorted(keys, key=lambda k: (-len(k), k)) for lead, keys in buckets.items()}
+        # Where a name may start: scanning for these in C skips the text that names nothing,
+        # which is most of it (a catalog's names are read in every sentence an answer weighs).
+        self._leads = re.compile(
+            "(?=" + "|".join(re.escape(lead) for lead in sorted(self._buckets, key=len, reverse=True)) + ")"
+        ) if self._buckets else None
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -129,14 +134,20 @@ class ItemCatalog:
         """Every item or group named in `text`, in order, none overlapping. Offsets are into
         `fold(text)`, which has the same length as `text` for the text people write (NFKC may
         change the length of rare compatibility characters; offsets are then approximate)."""
-        if not self._owners or not text:
+        if not self._owners or not text or self._leads is None:
             return []
         folded = fold(text)
+        compact = _SEPARATOR.sub("", folded)
+        if self._leads.search(compact) is None:
+            return []
         positions = [i for i, char in enumerate(folded) if not _SEPARATOR.match(char)]
-        compact = "".join(folded[i] for i in positions)
         found = []
         at = 0
         while at < len(compact):
+            lead = self._leads.search(compact, at)
+            if lead is None:
+                break
+            at = lead.start()
             match = self._longest_at(compact, at, folded, positions)
             if match is None:
                 at += 1
